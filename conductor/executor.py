@@ -1,0 +1,130 @@
+"""Runs one parsed workflow against a worker pool.
+
+Step i's conversation is the (subtask, response) pairs of the steps its access list names, as prior
+user/assistant turns, then its own subtask. The question is prepended to the conversation's first user
+message for every step (``question_visibility="all"``) or only for step 0 (``"first"``). In a repair
+round, ``"all"`` also shows the previous round's final (subtask, response) first.
+
+A step starts as soon as the steps it can see have finished, so independent steps run concurrently;
+each step's messages depend only on the steps it sees, so the trace equals the sequential run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from conductor.pool import ChatResult, Messages, WorkerCallError, WorkerPoolClient
+from conductor.roster import Roster
+from conductor.trace import StepTrace
+from conductor.workflow import ALL, Step, Workflow
+
+Turn = tuple[str, str]  # (subtask as sent, response)
+
+
+@dataclass
+class ExecutionResult:
+    steps: list[StepTrace]
+    answer: Optional[str]
+    infra_error: Optional[str]
+
+    @property
+    def final_turn(self) -> Optional[Turn]:
+        last = self.steps[-1] if self.steps else None
+        return (last.subtask, last.response) if last and last.response is not None else None
+
+
+class _SkippedStep(Exception):
+    """A step that did not run because a step it depends on (or a sibling) failed."""
+
+
+class WorkflowExecutor:
+    def __init__(self, pool: WorkerPoolClient, *, question_visibility: Literal["first", "all"] = "all",
+                 parallel: bool = True):
+        self.pool = pool
+        self.question_visibility = question_visibility
+        self.parallel = parallel
+
+    def step_messages(self, index: int, step: Step, question: str, responses: dict[int, str],
+                      previous_final: Optional[Turn], subtasks: list[str]) -> Messages:
+        turns: list[Turn] = []
+        if step.access == ALL and previous_final is not None:
+            turns.append(previous_final)
+        turns.extend((subtasks[j], responses[j]) for j in step.visible_steps(index))
+        messages: Messages = []
+        for user, assistant in turns:
+            messages.append({"role": "user", "content": user})
+            messages.append({"role": "assistant", "content": assistant})
+        messages.append({"role": "user", "content": step.subtask})
+        if self.question_visibility == "all" or index == 0:
+            messages[0] = {"role": "user", "content": f"Question:\n{question}\n\n{messages[0]['content']}"}
+        return messages
+
+    async def execute(self, workflow: Workflow, question: str, roster: Roster, *, round_index: int = 0,
+                      previous_final: Optional[Turn] = None) -> ExecutionResult:
+        steps = workflow.steps
+        subtasks = [s.subtask for s in steps]
+        responses: dict[int, str] = {}
+        results: dict[int, ChatResult] = {}
+        errors: dict[int, str] = {}
+
+        async def run_step(index: int) -> None:
+            step = steps[index]
+            if any(j in errors for j in step.visible_steps(index)):
+                raise _SkippedStep()
+            if self.parallel:
+                await asyncio.gather(*(tasks[j] for j in step.visible_steps(index)))
+            messages = self.step_messages(index, step, question, responses, previous_final, subtasks)
+            started = time.perf_counter()
+            try:
+                result = await self.pool.chat(roster.worker_id(step.worker), messages)
+            except WorkerCallError as exc:
+                errors[index] = str(exc)
+                raise
+            results[index] = ChatResult(result.text, result.prompt_tokens, result.completion_tokens,
+                                        result.cost_usd, result.retries, time.perf_counter() - started)
+            responses[index] = result.text
+
+        tasks: dict[int, asyncio.Task] = {}
+        if self.parallel:
+            for index in range(len(steps)):
+                tasks[index] = asyncio.ensure_future(run_step(index))
+            await _wait_cancelling_on_failure(list(tasks.values()))
+        else:
+            for index in range(len(steps)):
+                try:
+                    await run_step(index)
+                except WorkerCallError:
+                    break
+
+        traces = [self._trace(round_index, i, s, roster, results.get(i), errors.get(i)) for i, s in enumerate(steps)]
+        infra_error = next((f"step {i}: {errors[i]}" for i in sorted(errors)), None)
+        answer = None if infra_error or not steps else responses.get(len(steps) - 1)
+        return ExecutionResult(steps=traces, answer=answer, infra_error=infra_error)
+
+    @staticmethod
+    def _trace(round_index: int, index: int, step: Step, roster: Roster, result: Optional[ChatResult],
+               error: Optional[str]) -> StepTrace:
+        trace = StepTrace(round=round_index, index=index, shown_worker=step.worker,
+                          worker_id=roster.worker_id(step.worker), subtask=step.subtask, access=step.access,
+                          visible=step.visible_steps(index))
+        if result is not None:
+            trace.response = result.text
+            trace.tokens_in, trace.tokens_out = result.prompt_tokens, result.completion_tokens
+            trace.latency_s, trace.cost_usd, trace.retries = result.latency_s, result.cost_usd, result.retries
+        else:
+            trace.error = error or "not run: an earlier step failed"
+        return trace
+
+
+async def _wait_cancelling_on_failure(tasks: list[asyncio.Task]) -> None:
+    """Wait for all; on the first failure cancel the rest (their calls would be wasted money)."""
+    if not tasks:
+        return
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    if any(t.exception() is not None for t in done if not t.cancelled()):
+        for task in pending:
+            task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

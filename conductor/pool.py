@@ -1,0 +1,39 @@
+"""The pool interface the executor calls: ``await pool.chat(worker_id, messages, params)``.
+
+Implementations: ``ScriptedPool`` (canned behaviour, for demos and tests), and the rate-limited
+OpenAI-compatible client and its Ray actor (worker-pool layer). A call that fails after the pool's own
+retries raises ``WorkerCallError``: infrastructure trouble, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float = 0.0
+    retries: int = 0
+    latency_s: float = 0.0
+
+
+class WorkerCallError(Exception):
+    """A worker call that failed for good. ``kind`` is a short machine-readable class of failure."""
+
+    def __init__(self, worker_id: str, kind: str, message: str, retries: int = 0):
+        super().__init__(f"worker {worker_id}: {kind}: {message} (after {retries} retries)")
+        self.worker_id = worker_id
+        self.kind = kind
+        self.message = message
+        self.retries = retries
+
+
+class WorkerPoolClient(Protocol):
+    async def chat(self, worker_id: str, messages: Messages,
+                   params: Optional[dict[str, Any]] = None) -> ChatResult: ...

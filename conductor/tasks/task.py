@@ -1,0 +1,22 @@
+"""A task: one question with everything needed to score an answer to it.
+
+``prompt`` already carries the answer-format instruction the verifier relies on. ``verifier`` names the
+check (see conductor.verifiers.verify) and ``meta`` holds its inputs (tests, option permutation...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+VerifierKind = Literal["math", "choice", "number", "text", "exact", "humaneval", "lcb_stdin", "lcb_functional"]
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    domain: str
+    prompt: str
+    answer: str
+    verifier: VerifierKind
+    meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)

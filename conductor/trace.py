@@ -1,0 +1,45 @@
+"""What an episode leaves behind: per-step and per-round traces (the rollout record is built from these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from conductor.workflow import Access, ParseFailure, Workflow
+
+
+@dataclass
+class StepTrace:
+    round: int
+    index: int
+    shown_worker: int
+    worker_id: str
+    subtask: str
+    access: Access
+    visible: tuple[int, ...]
+    response: Optional[str] = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    retries: int = 0
+    error: Optional[str] = None
+
+    def same_outcome(self, other: "StepTrace") -> bool:
+        """Equal in everything but wall-clock latency."""
+        mine, theirs = dict(vars(self)), dict(vars(other))
+        mine.pop("latency_s"), theirs.pop("latency_s")
+        return mine == theirs
+
+
+@dataclass
+class RoundTrace:
+    round: int
+    conductor_text: str
+    workflow: Optional[Workflow] = None
+    parse_error: Optional[ParseFailure] = None
+    parse_detail: Optional[str] = None
+    accepted_previous: bool = False
+    steps: list[StepTrace] = field(default_factory=list)
+    answer: Optional[str] = None
+    infra_error: Optional[str] = None

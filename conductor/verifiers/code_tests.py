@@ -1,0 +1,110 @@
+"""Code answers: run the response's code against the task's tests in the sandbox.
+
+HumanEval: program = prompt (its imports and stub) + the candidate + the dataset's ``check`` function.
+LiveCodeBench: ``stdin`` tests feed input and compare output line by line; ``functional`` tests call
+``Solution().<func_name>(*args)``. A pass needs a random marker printed *after* the tests, so a candidate
+that exits early (``sys.exit(0)``, ``os._exit(0)``) cannot pass by skipping them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from typing import Any, Sequence
+
+from conductor.verifiers.sandbox import SandboxLimits, run_python
+from conductor.verifiers.verdict import Verdict
+
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_code(response: str) -> str:
+    """The last fenced code block (python or untagged), else the whole response."""
+    blocks = _FENCE.findall(response)
+    return blocks[-1] if blocks else response
+
+
+def _passed(result, marker: str) -> bool:
+    lines = result.stdout.strip().splitlines()
+    return result.ok and bool(lines) and lines[-1].strip() == marker
+
+
+def _failure_detail(result) -> str:
+    if result.timed_out:
+        return "timeout"
+    tail = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
+    return tail[0][:300]
+
+
+def verify_humaneval(response: str, prompt: str, test: str, entry_point: str, limits: SandboxLimits) -> Verdict:
+    code = extract_code(response)
+    defines_entry = re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE)
+    program = f"{prompt}\n\n{code}" if defines_entry else f"{prompt}{code}"
+    marker = secrets.token_hex(16)
+    program += f"\n\n{test}\n\ncheck({entry_point})\nprint({marker!r})\n"
+    result = run_python(program, limits=limits)
+    return Verdict(_passed(result, marker), None, "all tests passed" if _passed(result, marker)
+                   else _failure_detail(result))
+
+
+def outputs_match(expected: str, actual: str) -> bool:
+    """LiveCodeBench-style comparison: line by line after stripping; numbers compared to 1e-6."""
+    exp_lines = [line.strip() for line in expected.strip().splitlines()]
+    act_lines = [line.strip() for line in actual.strip().splitlines()]
+    if exp_lines == act_lines:
+        return True
+    if len(exp_lines) != len(act_lines):
+        return False
+    for exp, act in zip(exp_lines, act_lines):
+        exp_tokens, act_tokens = exp.split(), act.split()
+        if len(exp_tokens) != len(act_tokens):
+            return False
+        for e, a in zip(exp_tokens, act_tokens):
+            if e == a:
+                continue
+            try:
+                if abs(float(e) - float(a)) > 1e-6:
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+def verify_stdin_tests(response: str, tests: Sequence[dict[str, Any]], limits: SandboxLimits) -> Verdict:
+    code = extract_code(response)
+    for index, case in enumerate(tests):
+        result = run_python(code, stdin=case["input"], limits=limits)
+        if not result.ok:
+            return Verdict(False, None, f"test {index}: {_failure_detail(result)}")
+        if not outputs_match(case["output"], result.stdout):
+            return Verdict(False, None, f"test {index}: wrong output")
+    return Verdict(bool(tests), None, f"{len(tests)} tests passed" if tests else "no tests")
+
+
+_FUNCTIONAL_HARNESS = """
+
+import json as _json
+_cases = _json.loads({cases!r})
+for _index, (_input, _expected) in enumerate(_cases):
+    _args = [_json.loads(_line) for _line in _input.split("\\n") if _line.strip()]
+    _got = getattr(Solution(), {func_name!r})(*_args)
+    _expected = _json.loads(_expected)
+    if _got != _expected and not (isinstance(_got, tuple) and list(_got) == _expected):
+        raise AssertionError(f"test {{_index}}: got {{_got!r}}, expected {{_expected!r}}")
+print({marker!r})
+"""
+
+
+def verify_functional_tests(response: str, tests: Sequence[dict[str, Any]], func_name: str, starter_code: str,
+                            limits: SandboxLimits) -> Verdict:
+    code = extract_code(response)
+    prelude = "from typing import *\nimport collections, heapq, itertools, functools, math, bisect, string\n"
+    if "class Solution" not in code and starter_code:
+        code = f"{starter_code}\n{code}"
+    marker = secrets.token_hex(16)
+    cases = json.dumps([[case["input"], case["output"]] for case in tests])
+    program = prelude + code + _FUNCTIONAL_HARNESS.format(cases=cases, func_name=func_name, marker=marker)
+    result = run_python(program, limits=limits)
+    ok = bool(tests) and _passed(result, marker)
+    return Verdict(ok, None, f"{len(tests)} tests passed" if ok else _failure_detail(result))
