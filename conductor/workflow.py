@@ -29,6 +29,7 @@ MAX_CANDIDATES = 32  # only the last assignments matter; bounds the work on adve
 MAX_NESTING = 6
 _CURLY_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 _ASSIGNMENT = re.compile(r"\b(model_id|subtasks|access_list)\s*=\s*(?=\[)")
+_CONTINUATION = re.compile(r"[ \t]*[*+\-\[.(%@/]")  # `[0]*6` is an expression, not trailing text
 
 
 class ParseFailure(str, Enum):
@@ -126,7 +127,10 @@ def _extract_lists(text: str) -> dict[str, object]:
     for match in list(_ASSIGNMENT.finditer(text))[-MAX_CANDIDATES:]:
         start = match.end()
         end = _literal_end(text, start)
-        value = _literal_value(text[start:end]) if end is not None else None
+        if end is not None and not _CONTINUATION.match(text, end):
+            value = _literal_value(text[start:end])
+        else:
+            value = _UNPARSED
         candidates.append((match.group(1), match.start(), end if end is not None else len(text), value))
     parsed_spans = [(start, end) for _, start, end, value in candidates if value is not _UNPARSED]
     chosen: dict[str, object] = {}

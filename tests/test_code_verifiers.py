@@ -1,0 +1,116 @@
+import base64
+import gzip
+import json
+import pickle
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conductor.config import VerifierConfig
+from conductor.tasks.formats import decode_lcb_tests, humaneval_tasks, livecodebench_tasks
+from conductor.verifiers.code_tests import extract_code, outputs_match
+from conductor.verifiers.verify import verify
+
+SETTINGS = VerifierConfig(code_timeout_s=5, require_code_isolation=True)
+
+
+@pytest.fixture(scope="module")
+def humaneval(shared_data):
+    rows = [json.loads(line) for line in gzip.open(shared_data / "humaneval.jsonl.gz", "rt")]
+    return rows, humaneval_tasks(rows)
+
+
+def drop_last_body_line(solution: str) -> str:
+    lines = solution.rstrip().split("\n")
+    return "\n".join(lines[:-1]) + "\n"
+
+
+def test_all_humaneval_canonical_solutions_pass_and_truncated_ones_fail(humaneval):
+    rows, tasks = humaneval
+    assert len(tasks) == 164
+    with ThreadPoolExecutor(4) as pool:
+        good = list(pool.map(lambda rt: verify(rt[1], f"```python\n{rt[0]['prompt']}{rt[0]['canonical_solution']}```",
+                                               SETTINGS), zip(rows, tasks)))
+        bad = list(pool.map(lambda rt: verify(rt[1], rt[0]["prompt"] + drop_last_body_line(rt[0]["canonical_solution"]),
+                                              SETTINGS), zip(rows, tasks)))
+    assert [t.id for t, v in zip(tasks, good) if not v.correct] == []
+    assert [t.id for t, v in zip(tasks, bad) if v.correct] == []
+
+
+def test_humaneval_body_only_completion_and_early_exit_cheat(humaneval):
+    rows, tasks = humaneval
+    row, task = rows[0], tasks[0]
+    assert verify(task, row["canonical_solution"], SETTINGS).correct  # body only: the prompt is prepended
+    cheat = f"```python\nimport sys\ndef {row['entry_point']}(*a):\n    return None\nsys.exit(0)\n```"
+    assert not verify(task, cheat, SETTINGS).correct
+    os_exit = f"```python\nimport os\ndef {row['entry_point']}(*a):\n    return None\nos._exit(0)\n```"
+    assert not verify(task, os_exit, SETTINGS).correct
+
+
+def test_extract_code_takes_last_block():
+    assert extract_code("text\n```python\nA = 1\n```\nmore\n```py\nB = 2\n```") == "B = 2\n"
+    assert extract_code("def f(): pass") == "def f(): pass"
+
+
+def compress(obj) -> str:
+    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(obj)))).decode()
+
+
+STDIN_ROW = {
+    "question_title": "sum", "question_content": "Read two integers and print their sum.", "platform": "atcoder",
+    "question_id": "abc001_a", "contest_id": "abc001", "starter_code": "", "difficulty": "easy",
+    "public_test_cases": json.dumps([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]),
+    "private_test_cases": compress([{"input": "10 -4\n", "output": "6\n", "testtype": "stdin"}]),
+    "metadata": "{}",
+}
+FUNCTIONAL_ROW = {
+    "question_title": "two", "question_content": "Return the indices of two numbers adding to target.",
+    "platform": "leetcode", "question_id": "1", "starter_code": "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        ",
+    "difficulty": "easy",
+    "public_test_cases": json.dumps([{"input": "[2,7,11,15]\n9", "output": "[0, 1]", "testtype": "functional"}]),
+    "private_test_cases": compress([{"input": "[3,2,4]\n6", "output": "[1, 2]", "testtype": "functional"}]),
+    "metadata": json.dumps({"func_name": "twoSum"}),
+}
+TWO_SUM = """```python
+class Solution:
+    def twoSum(self, nums: List[int], target: int) -> List[int]:
+        seen = {}
+        for i, x in enumerate(nums):
+            if target - x in seen:
+                return [seen[target - x], i]
+            seen[x] = i
+```"""
+
+
+def test_livecodebench_stdin_tests_public_and_private():
+    task = livecodebench_tasks([STDIN_ROW])[0]
+    assert task.verifier == "lcb_stdin" and len(task.meta["tests"]) == 2
+    assert verify(task, "```python\na, b = map(int, input().split())\nprint(a + b)\n```", SETTINGS).correct
+    wrong = verify(task, "```python\na, b = map(int, input().split())\nprint(a + b if a < 5 else 0)\n```", SETTINGS)
+    assert not wrong.correct and "test 1" in wrong.detail
+
+
+def test_livecodebench_functional_tests():
+    task = livecodebench_tasks([FUNCTIONAL_ROW])[0]
+    assert task.verifier == "lcb_functional" and task.meta["func_name"] == "twoSum"
+    assert verify(task, TWO_SUM, SETTINGS).correct
+    assert not verify(task, TWO_SUM.replace("return [seen[target - x], i]", "return [i, i]"), SETTINGS).correct
+    assert not verify(task, "```python\nimport sys\nsys.exit(0)\n```", SETTINGS).correct
+
+
+def test_malicious_pickle_in_test_cases_is_refused(tmp_path):
+    class Exploit:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "pwned"), "w"))
+
+    payload = base64.b64encode(zlib.compress(pickle.dumps(Exploit()))).decode()
+    with pytest.raises(pickle.UnpicklingError):
+        decode_lcb_tests(payload)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_output_comparison_is_line_and_number_tolerant():
+    assert outputs_match("1 2\n3\n", "1 2  \n3")
+    assert outputs_match("0.3333333", "0.33333334")
+    assert not outputs_match("1 2", "1 3") and not outputs_match("1\n2", "1")

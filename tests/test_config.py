@@ -1,0 +1,90 @@
+from pathlib import Path
+
+import pytest
+
+from conductor.config import Config, ConfigError, apply_override, config_from_cli, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_unknown_key_names_its_path(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, "executor:\n  max_stpes: 3\n"))
+    assert "executor.max_stpes: unknown key" in str(info.value)
+
+
+def test_wrong_type_names_its_path(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, "executor:\n  max_steps: five\n"))
+    assert "executor.max_steps" in str(info.value) and "'five'" in str(info.value)
+
+
+def test_out_of_range_names_its_path(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, "reward:\n  cost_penalty_per_usd: -1\n"))
+    assert "reward.cost_penalty_per_usd" in str(info.value) and "greater than or equal to 0" in str(info.value)
+
+
+def test_nested_list_error_path(tmp_path):
+    text = "pool:\n  workers:\n    - {id: a, description: x}\n    - {id: b, description: x, price_in_per_m: -3}\n"
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert "pool.workers.1.price_in_per_m" in str(info.value)
+
+
+def test_all_problems_reported_at_once(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, "seed: x\nexecutor:\n  max_steps: 0\n  bogus: 1\n"))
+    message = str(info.value)
+    assert "3 problem(s)" in message and "seed" in message and "executor.bogus" in message
+
+
+def test_dotted_overrides_are_typed_and_validated(tmp_path):
+    config = load_config(write(tmp_path, "executor:\n  max_steps: 5\n"),
+                         ["executor.max_steps=3", "executor.question_visibility=first", "prompt.show_prices=false"])
+    assert config.executor.max_steps == 3 and config.executor.question_visibility == "first"
+    assert config.prompt.show_prices is False
+    with pytest.raises(ConfigError, match="executor.max_steps"):
+        load_config(None, ["executor.max_steps=99"])
+    with pytest.raises(ConfigError, match="executor.nope: unknown key"):
+        load_config(None, ["executor.nope=1"])
+
+
+def test_override_into_a_list_item():
+    raw = {"pool": {"workers": [{"id": "a", "description": "x"}]}}
+    apply_override(raw, "pool.workers.0.description=changed")
+    assert raw["pool"]["workers"][0]["description"] == "changed"
+    with pytest.raises(ConfigError, match="not an index"):
+        apply_override(raw, "pool.workers.3.description=x")
+    with pytest.raises(ConfigError, match="expected dotted.key=value"):
+        apply_override(raw, "novalue")
+
+
+def test_duplicate_worker_ids_rejected():
+    with pytest.raises(ConfigError, match="duplicate worker ids"):
+        load_config(None, ["pool.workers=[{id: a, description: x}, {id: a, description: y}]"])
+
+
+def test_unreadable_or_non_mapping_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(write(tmp_path, "- 1\n- 2\n"))
+
+
+@pytest.mark.parametrize("preset", sorted((REPO / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_preset_loads(preset):
+    assert isinstance(load_config(preset), Config)
+
+
+def test_cli_exits_with_the_message(capsys):
+    with pytest.raises(SystemExit) as info:
+        config_from_cli(["--set", "executor.max_steps=0"])
+    assert info.value.code == 2
+    assert "executor.max_steps" in capsys.readouterr().err

@@ -1,0 +1,132 @@
+import asyncio
+import time
+
+import pytest
+
+from conductor.config import WorkerSpec
+from conductor.episode import EpisodeRunner
+from conductor.executor import WorkflowExecutor
+from conductor.roster import Roster
+from conductor.scripted_pool import ScriptedPool
+from conductor.workflow import ALL, Step, Workflow, parse_workflow
+
+ROSTER = Roster.full([WorkerSpec(id=f"w{i}", description=f"worker {i}") for i in range(3)])
+
+
+def echo_pool(delay_s=0.0, failing=frozenset()):
+    """Each worker answers with its id and the number of messages it saw (deterministic)."""
+    def reply(worker):
+        return lambda messages: f"{worker} saw {len(messages)} messages; last: {messages[-1]['content'][-20:]}"
+    return ScriptedPool({f"w{i}": reply(f"w{i}") for i in range(3)}, delay_s=delay_s, failing=failing)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def timed_runs(access_list_text, steps):
+    workers = ", ".join(str(i % 3) for i in range(steps))
+    subtasks = ", ".join(f'"s{i}"' for i in range(steps))
+    workflow = parse_workflow(f"model_id = [{workers}]\nsubtasks = [{subtasks}]\naccess_list = {access_list_text}",
+                              num_workers=3, max_steps=5)
+    timings, results = {}, {}
+    for parallel in (True, False):
+        executor = WorkflowExecutor(echo_pool(delay_s=0.2), parallel=parallel)
+        started = time.perf_counter()
+        results[parallel] = run(executor.execute(workflow, "Q?", ROSTER))
+        timings[parallel] = time.perf_counter() - started
+    assert results[True].answer == results[False].answer
+    assert len(results[True].steps) == steps
+    assert all(a.same_outcome(b) for a, b in zip(results[True].steps, results[False].steps))
+    return timings
+
+
+def test_fan_in_runs_on_its_critical_path_with_identical_traces():
+    # [[],[],["all"]]: steps 0 and 1 overlap, step 2 waits for both. The optimum is 2 of 3 sleeps (0.67x);
+    # the executor must reach it (within scheduling slack), never fall back to one by one.
+    timings = timed_runs('[[], [], ["all"]]', 3)
+    assert timings[True] < 0.4 + 0.08 and timings[False] >= 0.6, timings
+    assert timings[True] < 0.72 * timings[False], timings
+
+
+def test_wider_fan_in_is_under_055x_sequential():
+    timings = timed_runs('[[], [], [], ["all"]]', 4)  # optimum 2 of 4 sleeps
+    assert timings[True] < 0.55 * timings[False], timings
+
+
+def test_access_lists_build_prior_turns_and_question_visibility():
+    workflow = Workflow((Step(0, "plan", ()), Step(1, "solve", (0,)), Step(2, "check", ALL), Step(0, "alone", ())))
+    for visibility in ("all", "first"):
+        pool = echo_pool()
+        run(WorkflowExecutor(pool, question_visibility=visibility, parallel=False).execute(workflow, "THE Q", ROSTER))
+        by_subtask = {messages[-1]["content"].split("\n\n")[-1]: messages for _, messages in pool.calls}
+        assert [m["role"] for m in by_subtask["solve"]] == ["user", "assistant", "user"]
+        assert by_subtask["solve"][0]["content"].endswith("plan")
+        assert [m["content"].split("\n\n")[-1] for m in by_subtask["check"] if m["role"] == "user"] == ["plan", "solve", "check"]
+        assert len(by_subtask["alone"]) == 1
+        question_seen = ["THE Q" in messages[0]["content"] for _, messages in pool.calls]
+        assert question_seen == ([True] * 4 if visibility == "all" else [True, False, False, False])
+
+
+def test_worker_failure_marks_infra_error_and_skips_dependents():
+    workflow = Workflow((Step(0, "a", ()), Step(1, "b", (0,)), Step(2, "c", ())))
+    pool = echo_pool(failing=frozenset({"w0"}))
+    result = run(WorkflowExecutor(pool).execute(workflow, "q", ROSTER))
+    assert result.infra_error and "step 0" in result.infra_error and "w0" in result.infra_error
+    assert result.answer is None
+    assert result.steps[0].error and result.steps[1].response is None and result.steps[1].error
+
+
+def runner(pool):
+    return EpisodeRunner(WorkflowExecutor(pool), (), max_steps=5)
+
+
+ROOT = 'model_id = [0, 1]\nsubtasks = ["draft", "final"]\naccess_list = [[], ["all"]]'
+ACCEPT = "fine\nmodel_id = []\nsubtasks = []\naccess_list = []"
+
+
+def test_recursive_round_accepting_returns_previous_answer():
+    prompts = []
+
+    async def conductor(messages):
+        prompts.append(messages)
+        return ACCEPT
+
+    episode = run(runner(echo_pool()).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=conductor))
+    assert episode.format_ok and episode.rounds[1].accepted_previous
+    assert episode.answer == episode.rounds[0].answer and episode.answer.startswith("w1 saw")
+    assert prompts[0][-2]["content"] == ROOT and episode.answer in prompts[0][-1]["content"]
+
+
+def test_repair_round_all_access_sees_previous_final_turn():
+    async def conductor(messages):
+        return 'model_id = [2]\nsubtasks = ["repair"]\naccess_list = [["all"]]'
+
+    pool = echo_pool()
+    episode = run(runner(pool).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=conductor))
+    repair_messages = pool.calls[-1][1]
+    previous_answer = episode.rounds[0].answer
+    assert [m["role"] for m in repair_messages] == ["user", "assistant", "user"]
+    assert repair_messages[1]["content"] == previous_answer
+    assert episode.answer.startswith("w2 saw 3 messages")
+
+
+def test_root_round_three_empty_lists_and_bad_recursive_round_are_format_errors():
+    episode = run(runner(echo_pool()).run("q", ROSTER, ACCEPT))
+    assert not episode.format_ok and episode.answer is None and not echo_pool().calls
+
+    async def garbage(messages):
+        return "I refuse to write lists"
+
+    episode = run(runner(echo_pool()).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=garbage))
+    assert not episode.format_ok and episode.rounds[1].parse_error is not None
+
+
+def test_infra_error_in_episode_is_flagged_not_answered():
+    episode = run(runner(echo_pool(failing=frozenset({"w1"}))).run("q", ROSTER, ROOT))
+    assert episode.infra_error and episode.answer is None and episode.format_ok
+
+
+def test_recursion_needs_a_conductor():
+    with pytest.raises(ValueError):
+        run(runner(echo_pool()).run("q", ROSTER, ROOT, recursive_rounds=1))
