@@ -18,28 +18,72 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
 
+class SamplingParams(Section):
+    temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=4096, ge=1, le=1_000_000)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+
+
+class ProviderSpec(Section):
+    """One API endpoint and its budget. Every worker on a provider shares these limits."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:\-]+$")
+    base_url: str = Field(pattern=r"^https?://", description="OpenAI-compatible base URL, e.g. https://.../v1")
+    api_key_env: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                       description="NAME of the env var holding the key (never the key)")
+    rpm: Optional[float] = Field(default=None, gt=0, description="requests per rate window")
+    tpm: Optional[float] = Field(default=None, gt=0, description="tokens (prompt + max_tokens) per rate window")
+    rate_window_s: float = Field(default=60.0, gt=0, description="the window rpm/tpm count in (60 = per minute)")
+    max_concurrency: int = Field(default=32, ge=1, le=4096)
+    timeout_s: float = Field(default=120.0, gt=0, description="one attempt")
+    deadline_s: float = Field(default=600.0, gt=0, description="one call, all retries included")
+    max_retries: int = Field(default=6, ge=0, le=50)
+    backoff_base_s: float = Field(default=0.5, gt=0)
+    backoff_max_s: float = Field(default=30.0, gt=0)
+    retry_after_cap_s: float = Field(default=60.0, gt=0)
+    cooldown_after_failures: int = Field(default=5, ge=1, description="failures in the window before a cooldown")
+    cooldown_failure_ratio: float = Field(default=0.5, gt=0, le=1, description="and at least this share failed")
+    cooldown_window_s: float = Field(default=30.0, gt=0)
+    cooldown_s: float = Field(default=30.0, ge=0)
+
+
 class WorkerSpec(Section):
-    """One worker LLM as the Conductor sees it; the pool issue adds endpoint and limit fields."""
+    """One worker LLM: what the Conductor is told about it, and where and how to call it."""
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:\-]+$")
     description: str = Field(min_length=1)
+    provider: Optional[str] = Field(default=None, description="ProviderSpec.id; needed to call it over HTTP")
+    model: Optional[str] = Field(default=None, description="model name at the provider (default: id)")
     price_in_per_m: Optional[float] = Field(default=None, ge=0, description="USD per 1M input tokens")
     price_out_per_m: Optional[float] = Field(default=None, ge=0, description="USD per 1M output tokens")
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+
+    @property
+    def model_name(self) -> str:
+        return self.model or self.id
 
 
 class PoolConfig(Section):
+    providers: list[ProviderSpec] = Field(default_factory=list)
     workers: list[WorkerSpec] = Field(default_factory=list)
     subset_size: Optional[int] = Field(default=None, ge=1, description="random pool subset per question")
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> "PoolConfig":
-        ids = [w.id for w in self.workers]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate worker ids: {duplicates}")
+    def _consistent(self) -> "PoolConfig":
+        for kind, ids in (("worker", [w.id for w in self.workers]), ("provider", [p.id for p in self.providers])):
+            duplicates = sorted({i for i in ids if ids.count(i) > 1})
+            if duplicates:
+                raise ValueError(f"duplicate {kind} ids: {duplicates}")
+        known = {p.id for p in self.providers}
+        unknown = sorted({w.provider for w in self.workers if w.provider is not None and w.provider not in known})
+        if unknown:
+            raise ValueError(f"workers name unknown providers {unknown}; defined: {sorted(known)}")
         if self.subset_size is not None and self.workers and self.subset_size > len(self.workers):
             raise ValueError(f"subset_size {self.subset_size} > number of workers {len(self.workers)}")
         return self
+
+    def provider(self, provider_id: str) -> ProviderSpec:
+        return next(p for p in self.providers if p.id == provider_id)
 
 
 class ExecutorConfig(Section):
@@ -81,6 +125,43 @@ class VerifierConfig(Section):
         default=False, description="refuse to run code when a kernel sandbox layer is unavailable")
 
 
+class FaultRates(Section):
+    """Per-request probabilities of each injected fault in the simulated worker server."""
+
+    rate_limit: float = Field(default=0.0, ge=0, le=1, description="429 with Retry-After")
+    server_error: float = Field(default=0.0, ge=0, le=1, description="500 / 502 / 503")
+    timeout: float = Field(default=0.0, ge=0, le=1, description="hang for hang_s before answering")
+    disconnect: float = Field(default=0.0, ge=0, le=1, description="drop the connection mid-response")
+    malformed: float = Field(default=0.0, ge=0, le=1, description="200 with a body that is not JSON")
+    hang_s: float = Field(default=30.0, ge=0)
+
+    @model_validator(mode="after")
+    def _total(self) -> "FaultRates":
+        total = self.rate_limit + self.server_error + self.timeout + self.disconnect + self.malformed
+        if total > 1:
+            raise ValueError(f"fault rates add up to {total:g} > 1")
+        return self
+
+
+class SimulatorConfig(Section):
+    preset: Literal["toy", "paper-7"] = "toy"
+    seed: int = 0
+    host: str = "127.0.0.1"
+    port: int = Field(default=8300, ge=0, le=65535)
+    api_key_env: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                       description="if set, requests must carry this env var's value as key")
+    latency_scale: float = Field(default=1.0, ge=0, description="multiplies every worker's latency")
+    rpm: Optional[int] = Field(default=None, ge=1, description="server-side limit per rate window, all workers")
+    rate_window_s: float = Field(default=60.0, gt=0)
+    retry_after_s: float = Field(default=1.0, ge=0)
+    faults: FaultRates = Field(default_factory=FaultRates)
+    boost: float = Field(default=0.5, ge=0, le=1, description="P(wrong -> right) with a right answer in context")
+    mislead: float = Field(default=0.3, ge=0, le=1, description="P(right -> wrong) with a wrong answer in context")
+    data_dir: str = "../shared/data"
+    toy_items_per_domain: int = Field(default=600, ge=10)
+    mmlu_items: int = Field(default=600, ge=10, description="MMLU-STEM rows the paper-7 preset knows")
+
+
 class Config(Section):
     run_name: str = Field(default="demo", pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = 0
@@ -90,6 +171,7 @@ class Config(Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
+    simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
 
 
 class ConfigError(ValueError):
@@ -158,6 +240,8 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
         where = ".".join(str(p) for p in error["loc"]) or "<top level>"
         if error["type"] == "extra_forbidden":
             lines.append(f"  {where}: unknown key")
+        elif any(word in where.lower() for word in ("key", "secret", "token", "password")):
+            lines.append(f"  {where}: {error['msg']} (value hidden)")
         else:
             lines.append(f"  {where}: {error['msg']} (got {error.get('input')!r})")
     return "\n".join(lines)

@@ -87,7 +87,7 @@ def gpqa_tasks(rows: Iterable[Row], seed: int = 0) -> list[Task]:
 def humaneval_tasks(rows: Iterable[Row], seed: int = 0) -> list[Task]:
     return [Task(str(_field(row, "task_id")), "code",
                  f"Complete this Python function.\n\n```python\n{_field(row, 'prompt')}```\n\n{CODE_INSTRUCTION}",
-                 "", "humaneval",
+                 str(row.get("canonical_solution") or ""), "humaneval",
                  {"prompt": row["prompt"], "test": _field(row, "test"), "entry_point": _field(row, "entry_point")})
             for row in rows]
 

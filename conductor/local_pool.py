@@ -1,0 +1,35 @@
+"""The in-process pool: routes each worker to its provider's client. Limits hold within this process;
+the Ray WorkerPool actors (actors/worker_pool.py) make them hold across a cluster."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from conductor.config import PoolConfig
+from conductor.pool import ChatResult, Messages, WorkerCallError
+from conductor.provider_client import ProviderClient
+
+
+class LocalPool:
+    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None):
+        missing = [w.id for w in config.workers if w.provider is None]
+        if missing:
+            raise ValueError(f"workers without a provider cannot be called: {missing}")
+        self.providers = {
+            spec.id: ProviderClient(spec, [w for w in config.workers if w.provider == spec.id], seed=seed)
+            for spec in config.providers
+        }
+        self.route = {w.id: w.provider for w in config.workers}
+
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
+        provider = self.route.get(worker_id)
+        if provider is None:
+            raise WorkerCallError(worker_id, "not_found", "no such worker in the pool")
+        return await self.providers[provider].chat(worker_id, messages, params)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        return {pid: dict(client.stats, cooldowns=client.limits.cooldowns) for pid, client in self.providers.items()}
+
+    async def close(self) -> None:
+        for client in self.providers.values():
+            await client.close()

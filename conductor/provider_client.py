@@ -1,0 +1,133 @@
+"""Calls to one OpenAI-compatible provider: the official async client with its own retries off, and one
+retry loop of ours around it, inside the provider's limits (conductor/rate_limits.py) and retry policy
+(conductor/retry_policy.py). Costs come from ``usage`` x the worker's prices.
+
+The API key is read from the environment variable the config names, handed to the client, and scrubbed
+from every message this module produces; it is never logged, traced or put in an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from typing import Any, Optional
+
+import openai
+
+from conductor.config import ProviderSpec, WorkerSpec
+from conductor.pool import ChatResult, Messages, WorkerCallError
+from conductor.rate_limits import LimitWaitTooLong, ProviderLimits
+from conductor.retry_policy import Failure, backoff_seconds, classify
+
+log = logging.getLogger(__name__)
+CHARS_PER_TOKEN = 4
+TOKENS_PER_MESSAGE = 4
+ALLOWED_PARAMS = {"temperature", "max_tokens", "top_p", "stop", "seed", "n", "presence_penalty",
+                  "frequency_penalty", "logprobs", "top_logprobs"}
+
+
+def estimate_prompt_tokens(messages: Messages) -> int:
+    return sum(len(m.get("content") or "") // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE for m in messages)
+
+
+class ProviderClient:
+    def __init__(self, spec: ProviderSpec, workers: list[WorkerSpec], *, seed: Optional[int] = None):
+        self.spec = spec
+        self.workers = {w.id: w for w in workers}
+        self._key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else ""
+        if spec.api_key_env and not self._key:
+            raise ValueError(f"provider {spec.id}: environment variable {spec.api_key_env} is not set")
+        self.client = openai.AsyncOpenAI(api_key=self._key or "no-key", base_url=spec.base_url,
+                                         max_retries=0, timeout=spec.timeout_s)
+        self.limits = ProviderLimits(spec)
+        self.rng = random.Random(seed)
+        self.stats = {"calls": 0, "attempts": 0, "retries": 0, "failures": 0, "rate_limited": 0,
+                      "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def _fail(self, worker_id: str, kind: str, message: str, retries: int) -> WorkerCallError:
+        self.stats["failures"] += 1
+        return WorkerCallError(worker_id, kind, self._scrub(message), retries)
+
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
+        worker = self.workers.get(worker_id)
+        if worker is None:
+            raise WorkerCallError(worker_id, "not_found", f"no worker {worker_id!r} at provider {self.spec.id}")
+        request = dict(worker.sampling.model_dump(), **(params or {}))
+        unknown = set(request) - ALLOWED_PARAMS
+        if unknown:
+            raise WorkerCallError(worker_id, "bad_request", f"unsupported sampling params {sorted(unknown)}")
+        self.stats["calls"] += 1
+        started = time.monotonic()
+        deadline = started + self.spec.deadline_s
+        charge_estimate = estimate_prompt_tokens(messages) + int(request.get("max_tokens", 0))
+        retries = 0
+        while True:
+            try:
+                async with self.limits.slot(charge_estimate, deadline) as charge:
+                    self.stats["attempts"] += 1
+                    result, failure = await self._attempt(worker, messages, request, deadline)
+                    if result is not None:
+                        charge.settle(result.prompt_tokens + result.completion_tokens)
+            except LimitWaitTooLong as exc:
+                raise self._fail(worker_id, "deadline", str(exc), retries) from None
+            if result is not None:
+                self.limits.record_success()
+                return ChatResult(result.text, result.prompt_tokens, result.completion_tokens, result.cost_usd,
+                                  retries, time.monotonic() - started)
+            assert failure is not None
+            if failure.kind == "rate_limited":
+                self.stats["rate_limited"] += 1
+            if not failure.retryable:
+                raise self._fail(worker_id, failure.kind, failure.message, retries) from None
+            if failure.kind != "rate_limited":
+                self.limits.record_failure()
+            if retries >= self.spec.max_retries:
+                raise self._fail(worker_id, failure.kind, f"{failure.message}; retries exhausted", retries) from None
+            delay = await self._wait_before_retry(failure, retries, deadline)
+            if delay is None:
+                raise self._fail(worker_id, "deadline", f"{failure.message}; no time left to retry", retries)
+            retries += 1
+            self.stats["retries"] += 1
+
+    async def _attempt(self, worker: WorkerSpec, messages: Messages, request: dict[str, Any],
+                       deadline: float) -> tuple[Optional[ChatResult], Optional[Failure]]:
+        timeout = max(0.001, min(self.spec.timeout_s, deadline - time.monotonic()))
+        try:
+            completion = await self.client.chat.completions.create(
+                model=worker.model_name, messages=messages, timeout=timeout, **request)
+            text = completion.choices[0].message.content
+            usage = completion.usage
+            if text is None or usage is None:
+                raise ValueError("response has no message content or no usage")
+        except Exception as exc:  # every failure is classified; nothing escapes unclassified
+            failure = classify(exc, self.spec.retry_after_cap_s)
+            log.debug("provider %s worker %s attempt failed: %s", self.spec.id, worker.id, failure.kind)
+            return None, Failure(failure.kind, failure.retryable, self._scrub(failure.message), failure.status,
+                                 failure.retry_after_s)
+        cost = (usage.prompt_tokens * (worker.price_in_per_m or 0.0)
+                + usage.completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
+        self.stats["prompt_tokens"] += usage.prompt_tokens
+        self.stats["completion_tokens"] += usage.completion_tokens
+        self.stats["cost_usd"] += cost
+        return ChatResult(text, usage.prompt_tokens, usage.completion_tokens, cost), None
+
+    async def _wait_before_retry(self, failure: Failure, attempt: int, deadline: float) -> Optional[float]:
+        """Sleep (holding no slot) before the next attempt; None if the deadline would pass."""
+        if failure.retry_after_s is not None:
+            delay = failure.retry_after_s
+            self.limits.pause(delay)  # every caller of this provider waits, not just this one
+        else:
+            delay = backoff_seconds(attempt, self.spec.backoff_base_s, self.spec.backoff_max_s, self.rng)
+        if time.monotonic() + delay >= deadline:
+            return None
+        await asyncio.sleep(delay)
+        return delay
+
+    async def close(self) -> None:
+        await self.client.close()

@@ -1,0 +1,77 @@
+"""Simulated worker line-ups and the task sets they know.
+
+``toy``: three specialists, right 90% of the time in their own synthetic domain and 20% elsewhere, so
+the best single worker and a random router score about 0.43 and a perfect router about 0.9.
+
+``paper-7``: the seven workers of the paper's constrained in-domain table, calibrated per worker to its
+MATH-500, MMLU and LiveCodeBench accuracy on MATH-500, MMLU-STEM and HumanEval items from ../shared/data
+(the LCB column is used for the code items). Prices are illustrative list prices, USD per 1M tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conductor.config import SimulatorConfig
+from conductor.tasks.formats import humaneval_tasks, math_tasks, mmlu_tasks
+from conductor.tasks.loader import read_rows
+from conductor.tasks.task import Task
+from conductor.tasks.toy import toy_tasks
+
+
+@dataclass(frozen=True)
+class SimWorker:
+    name: str
+    description: str
+    accuracy: dict[str, float]  # per task domain
+    latency_ms: float = 50.0
+    latency_sigma: float = 0.5
+    price_in_per_m: float = 0.0
+    price_out_per_m: float = 0.0
+
+
+@dataclass(frozen=True)
+class SimPreset:
+    name: str
+    workers: tuple[SimWorker, ...]
+    tasks: tuple[Task, ...] = field(repr=False)
+
+
+def _toy_workers() -> tuple[SimWorker, ...]:
+    def specialist(name: str, domain: str, what: str, price: float) -> SimWorker:
+        skills = {d: (0.9 if d == domain else 0.2) for d in ("arithmetic", "reverse", "sort")}
+        return SimWorker(name, f"a model that is strong at {what}", skills, 40.0, 0.4, price, price * 4)
+
+    return (specialist("toy-arith", "arithmetic", "arithmetic", 0.5),
+            specialist("toy-reverse", "reverse", "spelling words backwards", 0.3),
+            specialist("toy-sort", "sort", "sorting numbers", 0.2))
+
+
+PAPER7_TABLE = {  # name: (MATH500, MMLU, LCB, description, latency ms, $ in, $ out)
+    "gemini-2.5-pro": (85.3, 91.5, 40.1, "a frontier reasoning model, strongest at mathematics", 900, 1.25, 10.0),
+    "claude-sonnet-4": (82.9, 90.7, 38.0, "a frontier model, strong at careful analysis and writing", 800, 3.0, 15.0),
+    "gpt-5": (74.5, 89.8, 57.5, "a frontier model, strongest at programming", 1000, 1.25, 10.0),
+    "r1-distill-32b": (78.5, 84.4, 24.9, "an open 32B reasoning model distilled for math", 700, 0.3, 0.9),
+    "gemma-3-27b": (37.5, 63.6, 7.2, "a small open general-purpose model, fast and cheap", 250, 0.1, 0.2),
+    "qwen3-32b-reasoning": (76.9, 83.3, 31.2, "an open 32B model in thinking mode", 900, 0.3, 1.2),
+    "qwen3-32b-direct": (73.2, 84.0, 26.8, "an open 32B model answering directly", 300, 0.3, 1.2),
+}
+
+
+def _paper7_workers() -> tuple[SimWorker, ...]:
+    return tuple(SimWorker(name, desc, {"math500": m / 100, "mmlu": u / 100, "code": c / 100}, latency, 0.5, p_in, p_out)
+                 for name, (m, u, c, desc, latency, p_in, p_out) in PAPER7_TABLE.items())
+
+
+def paper7_tasks(data_dir: str, mmlu_items: int, seed: int) -> tuple[Task, ...]:
+    root = Path(data_dir)
+    mmlu = mmlu_tasks(read_rows(str(root / "mmlu_stem.jsonl")), seed=seed)[:mmlu_items]
+    return tuple(math_tasks(read_rows(str(root / "math500.jsonl")), "math500", seed)
+                 + mmlu + humaneval_tasks(read_rows(str(root / "humaneval.jsonl.gz"))))
+
+
+def load_preset(config: SimulatorConfig) -> SimPreset:
+    if config.preset == "toy":
+        return SimPreset("toy", _toy_workers(), tuple(toy_tasks(config.toy_items_per_domain, config.seed)))
+    return SimPreset("paper-7", _paper7_workers(), paper7_tasks(config.data_dir, config.mmlu_items, config.seed))

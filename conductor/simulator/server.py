@@ -1,0 +1,221 @@
+"""The simulated worker server: OpenAI ``/v1/chat/completions`` and ``/v1/models`` for the preset's
+workers, plus ``/sim/stats`` (counts and a request log for tests and benchmarks).
+
+Per request, in order: auth (if ``api_key_env`` is set), body validation, the server-side rate limit
+(sliding window over accepted requests; 429 with ``Retry-After`` and ``retry-after-ms``), one seeded
+fault draw (429, 5xx, hang, dropped connection, malformed JSON), the worker's latency, then the
+oracle's answer with token usage (``max_tokens`` truncates, ``finish_reason="length"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hmac
+import logging
+import math
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Optional
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from conductor.config import SimulatorConfig
+from conductor.simulator.oracle import Oracle
+from conductor.simulator.presets import SimPreset, load_preset
+
+CHARS_PER_TOKEN = 4
+REQUEST_LOG_LIMIT = 100_000
+FAULT_KINDS = ("rate_limit", "server_error", "timeout", "disconnect", "malformed")
+
+
+def count_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
+
+
+def _error(status: int, message: str, kind: str, headers: Optional[dict[str, str]] = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status, headers=headers)
+
+
+class _DroppedConnection(Response):
+    """Starts a 200 response, sends part of the body, then aborts: the client sees a broken connection."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")]})
+        await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-', "more_body": True})
+        raise ConnectionAbortedError(SIMULATED_DROP)
+
+
+SIMULATED_DROP = "simulated dropped connection"
+
+
+class _HideSimulatedDrops(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, asyncio.CancelledError):
+            return False  # a hung (injected timeout) request cancelled by our own shutdown
+        if "timeout graceful shutdown exceeded" in record.getMessage():
+            return False
+        return not (isinstance(exc, ConnectionAbortedError) and str(exc) == SIMULATED_DROP)
+
+
+class SimulatorState:
+    def __init__(self, config: SimulatorConfig, preset: SimPreset):
+        self.config = config
+        self.preset = preset
+        self.oracle = Oracle(preset, config.seed, config.boost, config.mislead)
+        self.workers = {w.name: w for w in preset.workers}
+        self.rng = random.Random(config.seed)
+        self.accepted = collections.deque()  # arrival times inside the rate window
+        self.log: collections.deque = collections.deque(maxlen=REQUEST_LOG_LIMIT)
+        self.counts = collections.Counter()
+        self.api_key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+
+    def rate_limited(self, now: float) -> bool:
+        if self.config.rpm is None:
+            return False
+        while self.accepted and self.accepted[0] <= now - self.config.rate_window_s:
+            self.accepted.popleft()
+        if len(self.accepted) >= self.config.rpm:
+            return True
+        self.accepted.append(now)
+        return False
+
+    def draw_fault(self) -> Optional[str]:
+        faults, point, edge = self.config.faults, self.rng.random(), 0.0
+        for kind in FAULT_KINDS:
+            edge += getattr(faults, kind)
+            if point < edge:
+                return kind
+        return None
+
+    def latency_s(self, worker_name: str) -> float:
+        worker = self.workers[worker_name]
+        if self.config.latency_scale == 0 or worker.latency_ms <= 0:
+            return 0.0
+        sigma = worker.latency_sigma
+        mu = math.log(worker.latency_ms / 1000.0) - sigma ** 2 / 2
+        return self.rng.lognormvariate(mu, sigma) * self.config.latency_scale
+
+    def record(self, worker: Optional[str], status: int, outcome: str) -> None:
+        self.counts[outcome] += 1
+        self.log.append({"t": time.time(), "worker": worker, "status": status, "outcome": outcome})
+
+
+def _retry_after_headers(seconds: float) -> dict[str, str]:
+    return {"retry-after": str(max(1, math.ceil(seconds))), "retry-after-ms": str(int(seconds * 1000))}
+
+
+def create_app(config: SimulatorConfig, preset: Optional[SimPreset] = None) -> FastAPI:
+    state = SimulatorState(config, preset or load_preset(config))
+    app = FastAPI(title="Conductor simulated workers")
+    app.state.sim = state
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "conductor-simulator"}
+                                           for name in state.workers]}
+
+    @app.get("/sim/stats")
+    async def stats() -> dict[str, Any]:
+        return {"counts": dict(state.counts), "requests": list(state.log), "preset": state.preset.name}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        if state.api_key:
+            supplied = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(supplied.encode(), state.api_key.encode()):
+                state.record(None, 401, "unauthorized")
+                return _error(401, "Incorrect API key provided.", "invalid_request_error")
+        try:
+            body = await request.json()
+            model, messages = body["model"], body["messages"]
+            if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
+                raise ValueError("messages must be a list of {role, content}")
+            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4096)
+        except (ValueError, KeyError, TypeError) as exc:
+            state.record(None, 400, "bad_request")
+            return _error(400, f"Invalid request: {exc}", "invalid_request_error")
+        if model not in state.workers:
+            state.record(model, 404, "unknown_model")
+            return _error(404, f"The model '{model}' does not exist.", "invalid_request_error")
+        if state.rate_limited(time.monotonic()):
+            state.record(model, 429, "rate_limited")
+            return _error(429, "Rate limit reached for requests.", "rate_limit_error",
+                          _retry_after_headers(config.retry_after_s))
+        fault = state.draw_fault()
+        if fault == "rate_limit":
+            state.record(model, 429, "fault_rate_limit")
+            return _error(429, "Rate limit reached (injected).", "rate_limit_error",
+                          _retry_after_headers(config.retry_after_s))
+        if fault == "server_error":
+            status = state.rng.choice([500, 502, 503])
+            state.record(model, status, "fault_server_error")
+            return _error(status, "The server had an error (injected).", "server_error")
+        if fault == "disconnect":
+            state.record(model, 200, "fault_disconnect")
+            return _DroppedConnection()
+        if fault == "malformed":
+            state.record(model, 200, "fault_malformed")
+            return Response('{"id": "chatcmpl-broken", "choices": [', media_type="application/json")
+        await asyncio.sleep(state.latency_s(model) + (config.faults.hang_s if fault == "timeout" else 0.0))
+        text, _correct, _task_id = state.oracle.answer(model, messages)
+        completion_tokens = count_tokens(text)
+        finish = "stop"
+        if completion_tokens > max_tokens:
+            text, completion_tokens, finish = text[: max_tokens * CHARS_PER_TOKEN], max_tokens, "length"
+        prompt_tokens = sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
+        state.record(model, 200, "fault_timeout" if fault == "timeout" else "ok")
+        return JSONResponse({
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        })
+
+    return app
+
+
+class SimulatorServer:
+    """The simulator on a real loopback socket, served by uvicorn in a background thread."""
+
+    def __init__(self, config: SimulatorConfig, preset: Optional[SimPreset] = None):
+        self.app = create_app(config, preset)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((config.host, config.port))
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", access_log=False,
+                                                    timeout_graceful_shutdown=1))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def state(self) -> SimulatorState:
+        return self.app.state.sim
+
+    def __enter__(self) -> "SimulatorServer":
+        logging.getLogger("uvicorn.error").addFilter(_HideSimulatedDrops())
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("simulator server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
