@@ -33,7 +33,8 @@ class ProviderSpec(Section):
                                        description="NAME of the env var holding the key (never the key)")
     rpm: Optional[float] = Field(default=None, gt=0, description="requests per rate window")
     tpm: Optional[float] = Field(default=None, gt=0, description="tokens (prompt + max_tokens) per rate window")
-    rate_window_s: float = Field(default=60.0, gt=0, description="the window rpm/tpm count in (60 = per minute)")
+    rate_window_s: float = Field(default=60.0, gt=0, description="the provider's window: rpm/tpm and its "
+                                 "x-ratelimit-limit-requests header count per this many seconds (60 = per minute)")
     max_concurrency: int = Field(default=32, ge=1, le=4096)
     timeout_s: float = Field(default=120.0, gt=0, description="one attempt")
     deadline_s: float = Field(default=600.0, gt=0, description="one call, all retries included")
@@ -154,6 +155,7 @@ class SimulatorConfig(Section):
     rpm: Optional[int] = Field(default=None, ge=1, description="server-side limit per rate window, all workers")
     rate_window_s: float = Field(default=60.0, gt=0)
     retry_after_s: float = Field(default=1.0, ge=0)
+    max_context_tokens: int = Field(default=32768, ge=16, description="longer prompts get a 400 context error")
     faults: FaultRates = Field(default_factory=FaultRates)
     boost: float = Field(default=0.5, ge=0, le=1, description="P(wrong -> right) with a right answer in context")
     mislead: float = Field(default=0.3, ge=0, le=1, description="P(right -> wrong) with a wrong answer in context")

@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import time
+import uuid
 from typing import Any, Optional
 
 import openai
@@ -66,18 +67,21 @@ class ProviderClient:
         started = time.monotonic()
         deadline = started + self.spec.deadline_s
         charge_estimate = estimate_prompt_tokens(messages) + int(request.get("max_tokens", 0))
+        call_id = uuid.uuid4().hex  # sent on every attempt, so server logs can tie retries together
         retries = 0
         while True:
             try:
                 async with self.limits.slot(charge_estimate, deadline) as charge:
                     self.stats["attempts"] += 1
-                    result, failure = await self._attempt(worker, messages, request, deadline)
+                    result, failure = await self._attempt(worker, messages, request, deadline, call_id)
                     if result is not None:
                         charge.settle(result.prompt_tokens + result.completion_tokens)
+                        self.limits.record_success()
+                    elif failure is not None and failure.kind == "rate_limited":
+                        self.limits.record_rate_limited()
             except LimitWaitTooLong as exc:
                 raise self._fail(worker_id, "deadline", str(exc), retries) from None
             if result is not None:
-                self.limits.record_success()
                 return ChatResult(result.text, result.prompt_tokens, result.completion_tokens, result.cost_usd,
                                   retries, time.monotonic() - started)
             assert failure is not None
@@ -95,17 +99,22 @@ class ProviderClient:
             retries += 1
             self.stats["retries"] += 1
 
-    async def _attempt(self, worker: WorkerSpec, messages: Messages, request: dict[str, Any],
-                       deadline: float) -> tuple[Optional[ChatResult], Optional[Failure]]:
+    async def _attempt(self, worker: WorkerSpec, messages: Messages, request: dict[str, Any], deadline: float,
+                       call_id: str) -> tuple[Optional[ChatResult], Optional[Failure]]:
         timeout = max(0.001, min(self.spec.timeout_s, deadline - time.monotonic()))
         try:
-            completion = await self.client.chat.completions.create(
-                model=worker.model_name, messages=messages, timeout=timeout, **request)
+            raw = await self.client.chat.completions.with_raw_response.create(
+                model=worker.model_name, messages=messages, timeout=timeout,
+                extra_headers={"x-conductor-call-id": call_id}, **request)
+            self._observe_limits(raw.headers)
+            completion = raw.parse()
             text = completion.choices[0].message.content
             usage = completion.usage
             if text is None or usage is None:
                 raise ValueError("response has no message content or no usage")
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
+            if isinstance(exc, openai.APIStatusError):
+                self._observe_limits(exc.response.headers)
             failure = classify(exc, self.spec.retry_after_cap_s)
             log.debug("provider %s worker %s attempt failed: %s", self.spec.id, worker.id, failure.kind)
             return None, Failure(failure.kind, failure.retryable, self._scrub(failure.message), failure.status,
@@ -116,6 +125,11 @@ class ProviderClient:
         self.stats["completion_tokens"] += usage.completion_tokens
         self.stats["cost_usd"] += cost
         return ChatResult(text, usage.prompt_tokens, usage.completion_tokens, cost), None
+
+    def _observe_limits(self, headers: Any) -> None:
+        value = headers.get("x-ratelimit-limit-requests") if headers is not None else None
+        if value is not None and str(value).isdigit():
+            self.limits.learn_limit(int(value))
 
     async def _wait_before_retry(self, failure: Failure, attempt: int, deadline: float) -> Optional[float]:
         """Sleep (holding no slot) before the next attempt; None if the deadline would pass."""

@@ -2,7 +2,8 @@
 
 Limits (aiolimiter leaky buckets, smoothed so no window sees a burst):
 
-    requests:  bucket of 1 request refilled every  W / rpm  seconds      -> at most rpm + 1 per window W
+    requests:  bucket of 1 request refilled every  1.02 * W / rpm  seconds  -> under rpm per window W
+               (the 2% margin absorbs network jitter between our clock and the provider's)
     tokens:    bucket of tpm / 20 tokens refilled over  W / 20  seconds  -> at most 1.05 * tpm per window W
 
 A call is charged ``prompt_estimate + max_tokens`` tokens up front (a charge larger than the bucket is
@@ -16,6 +17,12 @@ A circuit breaker cools a failing provider down for ``cooldown_s`` when, over th
 (a rate, not a streak: concurrent calls make streaks of ordinary, scattered faults). Rate-limit answers
 do not count; Retry-After handles them. Slots are released before any retry sleep: a call never holds
 capacity while it waits.
+
+When the provider's real limit is below the configured one:
+- the limit it reports (``x-ratelimit-limit-requests``, per window) replaces the configured rpm when
+  lower, so after the first responses the smoothing above runs at the provider's real rate;
+- after a 429, calls go one at a time (a probe) until one succeeds, so the end of a Retry-After pause
+  releases one request, not a wave of them.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from aiolimiter import AsyncLimiter
 from conductor.config import ProviderSpec
 
 TOKEN_BUCKET_FRACTION = 20
+REQUEST_MARGIN = 1.02
 
 
 class LimitWaitTooLong(TimeoutError):
@@ -41,11 +49,14 @@ class ProviderLimits:
     def __init__(self, spec: ProviderSpec):
         self.spec = spec
         window = spec.rate_window_s
-        self.requests = AsyncLimiter(1, window / spec.rpm) if spec.rpm else None
+        self.rpm = spec.rpm
+        self.requests = AsyncLimiter(1, REQUEST_MARGIN * window / spec.rpm) if spec.rpm else None
         self.token_capacity = spec.tpm / TOKEN_BUCKET_FRACTION if spec.tpm else None
         self.tokens = AsyncLimiter(self.token_capacity, window / TOKEN_BUCKET_FRACTION) if spec.tpm else None
         self.in_flight = asyncio.Semaphore(spec.max_concurrency)
         self.paused_until = 0.0
+        self.probing = False
+        self.probe = asyncio.Lock()
         self.outcomes: collections.deque[tuple[float, bool]] = collections.deque()  # (time, failed)
         self.cooldowns = 0
 
@@ -67,8 +78,17 @@ class ProviderLimits:
         except asyncio.TimeoutError:
             raise LimitWaitTooLong(f"no free slot at provider {self.spec.id} before the deadline") from None
         try:
-            charge = await self._acquire_rate(token_charge, deadline)
-            yield charge
+            if self.probing:
+                try:
+                    await asyncio.wait_for(self.probe.acquire(), timeout=max(deadline - time.monotonic(), 0.001))
+                except asyncio.TimeoutError:
+                    raise LimitWaitTooLong(f"provider {self.spec.id} is still rate limiting") from None
+                try:
+                    yield await self._acquire_rate(token_charge, deadline)
+                finally:
+                    self.probe.release()
+            else:
+                yield await self._acquire_rate(token_charge, deadline)
         finally:
             self.in_flight.release()
 
@@ -90,6 +110,16 @@ class ProviderLimits:
 
     def record_success(self) -> None:
         self._record(failed=False)
+        self.probing = False
+
+    def record_rate_limited(self) -> None:
+        self.probing = True
+
+    def learn_limit(self, limit_requests: int) -> None:
+        """Adopt the provider's reported request limit when it is below ours."""
+        if limit_requests >= 1 and (self.rpm is None or limit_requests < self.rpm):
+            self.rpm = float(limit_requests)
+            self.requests = AsyncLimiter(1, REQUEST_MARGIN * self.spec.rate_window_s / self.rpm)
 
     def record_failure(self) -> None:
         """Count a transient failure (not a rate limit); trip the breaker if the recent rate is high."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conductor.config import SimulatorConfig
+from conductor.config import PoolConfig, ProviderSpec, SimulatorConfig, WorkerSpec
 from conductor.tasks.formats import humaneval_tasks, math_tasks, mmlu_tasks
 from conductor.tasks.loader import read_rows
 from conductor.tasks.task import Task
@@ -75,3 +75,11 @@ def load_preset(config: SimulatorConfig) -> SimPreset:
     if config.preset == "toy":
         return SimPreset("toy", _toy_workers(), tuple(toy_tasks(config.toy_items_per_domain, config.seed)))
     return SimPreset("paper-7", _paper7_workers(), paper7_tasks(config.data_dir, config.mmlu_items, config.seed))
+
+
+def simulated_pool_config(preset: SimPreset, base_url: str, **provider_limits: object) -> PoolConfig:
+    """The pool spec that calls ``preset``'s workers on a simulator at ``base_url`` (one provider)."""
+    provider = ProviderSpec(id="sim", base_url=base_url, **provider_limits)
+    workers = [WorkerSpec(id=w.name, description=w.description, provider="sim", price_in_per_m=w.price_in_per_m,
+                          price_out_per_m=w.price_out_per_m) for w in preset.workers]
+    return PoolConfig(providers=[provider], workers=workers)

@@ -78,15 +78,25 @@ class SimulatorState:
         self.counts = collections.Counter()
         self.api_key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
 
-    def rate_limited(self, now: float) -> bool:
+    def admit(self, now: float) -> Optional[float]:
+        """None if the request fits the server's window, else seconds until a slot frees."""
         if self.config.rpm is None:
-            return False
+            return None
         while self.accepted and self.accepted[0] <= now - self.config.rate_window_s:
             self.accepted.popleft()
         if len(self.accepted) >= self.config.rpm:
-            return True
+            return self.accepted[0] + self.config.rate_window_s - now
         self.accepted.append(now)
-        return False
+        return None
+
+    def limit_headers(self, now: float) -> dict[str, str]:
+        """OpenAI-style x-ratelimit-* headers describing the server-side request window."""
+        if self.config.rpm is None:
+            return {}
+        reset = (self.accepted[0] + self.config.rate_window_s - now) if self.accepted else 0.0
+        return {"x-ratelimit-limit-requests": str(self.config.rpm),
+                "x-ratelimit-remaining-requests": str(max(0, self.config.rpm - len(self.accepted))),
+                "x-ratelimit-reset-requests": f"{max(reset, 0.0):.3f}s"}
 
     def draw_fault(self) -> Optional[str]:
         faults, point, edge = self.config.faults, self.rng.random(), 0.0
@@ -104,9 +114,10 @@ class SimulatorState:
         mu = math.log(worker.latency_ms / 1000.0) - sigma ** 2 / 2
         return self.rng.lognormvariate(mu, sigma) * self.config.latency_scale
 
-    def record(self, worker: Optional[str], status: int, outcome: str) -> None:
+    def record(self, worker: Optional[str], status: int, outcome: str, call_id: Optional[str] = None) -> None:
         self.counts[outcome] += 1
-        self.log.append({"t": time.time(), "worker": worker, "status": status, "outcome": outcome})
+        self.log.append({"t": time.time(), "worker": worker, "status": status, "outcome": outcome,
+                         "call_id": call_id})
 
 
 def _retry_after_headers(seconds: float) -> dict[str, str]:
@@ -129,10 +140,11 @@ def create_app(config: SimulatorConfig, preset: Optional[SimPreset] = None) -> F
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
+        call_id = request.headers.get("x-conductor-call-id")
         if state.api_key:
             supplied = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
             if not hmac.compare_digest(supplied.encode(), state.api_key.encode()):
-                state.record(None, 401, "unauthorized")
+                state.record(None, 401, "unauthorized", call_id)
                 return _error(401, "Incorrect API key provided.", "invalid_request_error")
         try:
             body = await request.json()
@@ -141,29 +153,36 @@ def create_app(config: SimulatorConfig, preset: Optional[SimPreset] = None) -> F
                 raise ValueError("messages must be a list of {role, content}")
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4096)
         except (ValueError, KeyError, TypeError) as exc:
-            state.record(None, 400, "bad_request")
+            state.record(None, 400, "bad_request", call_id)
             return _error(400, f"Invalid request: {exc}", "invalid_request_error")
+        prompt_tokens = sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
+        if prompt_tokens > config.max_context_tokens:
+            state.record(model, 400, "context_length", call_id)
+            return _error(400, f"This model's maximum context length is {config.max_context_tokens} tokens; "
+                               f"the messages have {prompt_tokens}.", "invalid_request_error")
         if model not in state.workers:
-            state.record(model, 404, "unknown_model")
+            state.record(model, 404, "unknown_model", call_id)
             return _error(404, f"The model '{model}' does not exist.", "invalid_request_error")
-        if state.rate_limited(time.monotonic()):
-            state.record(model, 429, "rate_limited")
+        now = time.monotonic()
+        wait = state.admit(now)
+        if wait is not None:
+            state.record(model, 429, "rate_limited", call_id)
             return _error(429, "Rate limit reached for requests.", "rate_limit_error",
-                          _retry_after_headers(config.retry_after_s))
+                          {**_retry_after_headers(max(wait, 0.001)), **state.limit_headers(now)})
         fault = state.draw_fault()
         if fault == "rate_limit":
-            state.record(model, 429, "fault_rate_limit")
+            state.record(model, 429, "fault_rate_limit", call_id)
             return _error(429, "Rate limit reached (injected).", "rate_limit_error",
                           _retry_after_headers(config.retry_after_s))
         if fault == "server_error":
             status = state.rng.choice([500, 502, 503])
-            state.record(model, status, "fault_server_error")
+            state.record(model, status, "fault_server_error", call_id)
             return _error(status, "The server had an error (injected).", "server_error")
         if fault == "disconnect":
-            state.record(model, 200, "fault_disconnect")
+            state.record(model, 200, "fault_disconnect", call_id)
             return _DroppedConnection()
         if fault == "malformed":
-            state.record(model, 200, "fault_malformed")
+            state.record(model, 200, "fault_malformed", call_id)
             return Response('{"id": "chatcmpl-broken", "choices": [', media_type="application/json")
         await asyncio.sleep(state.latency_s(model) + (config.faults.hang_s if fault == "timeout" else 0.0))
         text, _correct, _task_id = state.oracle.answer(model, messages)
@@ -171,9 +190,8 @@ def create_app(config: SimulatorConfig, preset: Optional[SimPreset] = None) -> F
         finish = "stop"
         if completion_tokens > max_tokens:
             text, completion_tokens, finish = text[: max_tokens * CHARS_PER_TOKEN], max_tokens, "length"
-        prompt_tokens = sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
-        state.record(model, 200, "fault_timeout" if fault == "timeout" else "ok")
-        return JSONResponse({
+        state.record(model, 200, "fault_timeout" if fault == "timeout" else "ok", call_id)
+        return JSONResponse(headers=state.limit_headers(time.monotonic()), content={
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
             "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],

@@ -1,0 +1,91 @@
+"""WorkerPool actors: one async Ray actor per provider, found by name, so that every rollout process in
+the cluster shares one budget per provider (limits hold cluster-wide, not per process).
+
+``RayPool`` is the executor's pool interface over those actors. Failures cross the actor boundary as
+plain data and are raised again here as ``WorkerCallError``; a dead or restarting actor becomes a
+``WorkerCallError(kind="actor_unavailable")`` — an infrastructure error, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import ray
+from ray.util import metrics
+
+from conductor.config import PoolConfig, ProviderSpec, WorkerSpec
+from conductor.pool import ChatResult, Messages, WorkerCallError
+from conductor.provider_client import ProviderClient
+
+ACTOR_PREFIX = "conductor-worker-pool"
+
+
+@ray.remote(num_cpus=0, max_restarts=3, max_task_retries=0)
+class WorkerPoolActor:
+    def __init__(self, provider: ProviderSpec, workers: list[WorkerSpec], seed: Optional[int] = None):
+        self.client = ProviderClient(provider, workers, seed=seed)
+        tags = ("provider", "worker", "outcome")
+        self.calls = metrics.Counter("conductor_pool_calls_total", "worker API calls by outcome", tag_keys=tags)
+        self.tokens = metrics.Counter("conductor_pool_tokens_total", "tokens used", tag_keys=("provider", "worker", "kind"))
+        self.cost = metrics.Counter("conductor_pool_cost_usd_total", "USD spent", tag_keys=("provider", "worker"))
+        self.retries = metrics.Counter("conductor_pool_retries_total", "retried attempts", tag_keys=("provider", "worker"))
+        self.latency = metrics.Histogram("conductor_pool_latency_seconds", "call latency incl. retries",
+                                         boundaries=[0.1, 0.5, 1, 2, 5, 10, 30, 60, 120], tag_keys=("provider", "worker"))
+
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+        tags = {"provider": self.client.spec.id, "worker": worker_id}
+        try:
+            result = await self.client.chat(worker_id, messages, params)
+        except WorkerCallError as exc:
+            self.calls.inc(tags={**tags, "outcome": exc.kind})
+            if exc.retries:
+                self.retries.inc(exc.retries, tags=tags)
+            return {"error": {"worker_id": exc.worker_id, "kind": exc.kind, "message": exc.message,
+                              "retries": exc.retries}}
+        self.calls.inc(tags={**tags, "outcome": "ok"})
+        self.tokens.inc(result.prompt_tokens, tags={**tags, "kind": "prompt"})
+        self.tokens.inc(result.completion_tokens, tags={**tags, "kind": "completion"})
+        if result.cost_usd:
+            self.cost.inc(result.cost_usd, tags=tags)
+        if result.retries:
+            self.retries.inc(result.retries, tags=tags)
+        self.latency.observe(result.latency_s, tags=tags)
+        return {"result": result}
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self.client.stats, cooldowns=self.client.limits.cooldowns)
+
+
+def actor_name(provider_id: str) -> str:
+    return f"{ACTOR_PREFIX}:{provider_id}"
+
+
+class RayPool:
+    """Routes each worker to its provider's actor; creates the actors or attaches to existing ones."""
+
+    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None):
+        missing = [w.id for w in config.workers if w.provider is None]
+        if missing:
+            raise ValueError(f"workers without a provider cannot be called: {missing}")
+        self.route = {w.id: w.provider for w in config.workers}
+        self.actors = {
+            spec.id: WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True).remote(
+                spec, [w for w in config.workers if w.provider == spec.id], seed)
+            for spec in config.providers
+        }
+
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
+        provider = self.route.get(worker_id)
+        if provider is None:
+            raise WorkerCallError(worker_id, "not_found", "no such worker in the pool")
+        try:
+            outcome = await self.actors[provider].chat.remote(worker_id, messages, params)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            raise WorkerCallError(worker_id, "actor_unavailable",
+                                  f"worker-pool actor for provider {provider} is unavailable ({type(exc).__name__})")
+        if "error" in outcome:
+            raise WorkerCallError(**outcome["error"])
+        return outcome["result"]
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        return {provider: ray.get(actor.stats.remote()) for provider, actor in self.actors.items()}
