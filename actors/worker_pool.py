@@ -24,6 +24,7 @@ ACTOR_PREFIX = "conductor-worker-pool"
 class WorkerPoolActor:
     def __init__(self, provider: ProviderSpec, workers: list[WorkerSpec], seed: Optional[int] = None):
         self.client = ProviderClient(provider, workers, seed=seed)
+        self.config = (provider, sorted(workers, key=lambda w: w.id))
         tags = ("provider", "worker", "outcome")
         self.calls = metrics.Counter("conductor_pool_calls_total", "worker API calls by outcome", tag_keys=tags)
         self.tokens = metrics.Counter("conductor_pool_tokens_total", "tokens used", tag_keys=("provider", "worker", "kind"))
@@ -55,6 +56,9 @@ class WorkerPoolActor:
     def stats(self) -> dict[str, Any]:
         return dict(self.client.stats, cooldowns=self.client.limits.cooldowns)
 
+    def spec(self) -> tuple[ProviderSpec, list[WorkerSpec]]:
+        return self.config
+
 
 def actor_name(provider_id: str) -> str:
     return f"{ACTOR_PREFIX}:{provider_id}"
@@ -68,11 +72,15 @@ class RayPool:
         if missing:
             raise ValueError(f"workers without a provider cannot be called: {missing}")
         self.route = {w.id: w.provider for w in config.workers}
-        self.actors = {
-            spec.id: WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True).remote(
-                spec, [w for w in config.workers if w.provider == spec.id], seed)
-            for spec in config.providers
-        }
+        self.actors = {}
+        for spec in config.providers:
+            workers = [w for w in config.workers if w.provider == spec.id]
+            actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True).remote(spec, workers, seed)
+            running = ray.get(actor.spec.remote())
+            if running != (spec, sorted(workers, key=lambda w: w.id)):
+                raise ValueError(f"a WorkerPool actor for provider {spec.id!r} already runs in this Ray namespace "
+                                 f"with a different provider or worker config; stop it or use another namespace")
+            self.actors[spec.id] = actor
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
         provider = self.route.get(worker_id)

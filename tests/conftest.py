@@ -28,3 +28,17 @@ def s3_server(tmp_path_factory):
     server = start_s3_server(tmp_path_factory.mktemp("seaweed"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray cluster (no dashboard) for the session; workers can import this repo's tests/."""
+    import tempfile
+
+    import ray
+
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
+    ray.init(num_cpus=2, include_dashboard=False, namespace="conductor-tests", _temp_dir=temp_dir,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}}, log_to_driver=False)
+    yield ray
+    ray.shutdown()
