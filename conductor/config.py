@@ -155,6 +155,7 @@ class SimulatorConfig(Section):
     rpm: Optional[int] = Field(default=None, ge=1, description="server-side limit per rate window, all workers")
     rate_window_s: float = Field(default=60.0, gt=0)
     retry_after_s: float = Field(default=1.0, ge=0)
+    rate_limit_headers: bool = Field(default=True, description="send x-ratelimit-* headers, as OpenAI does")
     max_context_tokens: int = Field(default=32768, ge=16, description="longer prompts get a 400 context error")
     faults: FaultRates = Field(default_factory=FaultRates)
     boost: float = Field(default=0.5, ge=0, le=1, description="P(wrong -> right) with a right answer in context")

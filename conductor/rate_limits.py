@@ -21,6 +21,10 @@ capacity while it waits.
 When the provider's real limit is below the configured one:
 - the limit it reports (``x-ratelimit-limit-requests``, per window) replaces the configured rpm when
   lower, so after the first responses the smoothing above runs at the provider's real rate;
+- without such a header, a 429 after at least one full window of traffic adopts INFERRED_SHARE of the
+  requests the provider accepted in the last window as the limit (for a window-counting provider, that
+  count is its limit); an inferred limit rises by INFERRED_INCREASE per window without a 429, so a
+  chance 429 does not cap the rate for good;
 - after a 429, calls go one at a time (a probe) until one succeeds, so the end of a Retry-After pause
   releases one request, not a wave of them.
 """
@@ -39,6 +43,7 @@ from conductor.config import ProviderSpec
 
 TOKEN_BUCKET_FRACTION = 20
 REQUEST_MARGIN = 1.02
+INFERRED_SHARE, INFERRED_INCREASE = 0.95, 1.05
 
 
 class LimitWaitTooLong(TimeoutError):
@@ -57,6 +62,10 @@ class ProviderLimits:
         self.paused_until = 0.0
         self.probing = False
         self.probe = asyncio.Lock()
+        self.first_success: Optional[float] = None
+        self.recent_successes: collections.deque[float] = collections.deque()
+        self.limit_inferred = False
+        self.limit_changed_at = 0.0
         self.outcomes: collections.deque[tuple[float, bool]] = collections.deque()  # (time, failed)
         self.cooldowns = 0
 
@@ -78,17 +87,21 @@ class ProviderLimits:
         except asyncio.TimeoutError:
             raise LimitWaitTooLong(f"no free slot at provider {self.spec.id} before the deadline") from None
         try:
-            if self.probing:
-                try:
-                    await asyncio.wait_for(self.probe.acquire(), timeout=max(deadline - time.monotonic(), 0.001))
-                except asyncio.TimeoutError:
-                    raise LimitWaitTooLong(f"provider {self.spec.id} is still rate limiting") from None
-                try:
-                    yield await self._acquire_rate(token_charge, deadline)
-                finally:
-                    self.probe.release()
-            else:
-                yield await self._acquire_rate(token_charge, deadline)
+            charge = await self._acquire_rate(token_charge, deadline)
+            if not self.probing:
+                yield charge
+                return
+            # Checked after the pacing wait, right before sending: a call that queued before the 429
+            # must not fire into a provider that is refusing.
+            try:
+                await asyncio.wait_for(self.probe.acquire(), timeout=max(deadline - time.monotonic(), 0.001))
+            except asyncio.TimeoutError:
+                raise LimitWaitTooLong(f"provider {self.spec.id} is still rate limiting") from None
+            try:
+                await self.wait_until_unpaused(deadline)
+                yield charge
+            finally:
+                self.probe.release()
         finally:
             self.in_flight.release()
 
@@ -109,17 +122,21 @@ class ProviderLimits:
             raise LimitWaitTooLong(f"rate budget of provider {self.spec.id} exhausted until past the deadline") from None
 
     def record_success(self) -> None:
+        now = time.monotonic()
         self._record(failed=False)
         self.probing = False
-
-    def record_rate_limited(self) -> None:
-        self.probing = True
-
-    def learn_limit(self, limit_requests: int) -> None:
-        """Adopt the provider's reported request limit when it is below ours."""
-        if limit_requests >= 1 and (self.rpm is None or limit_requests < self.rpm):
-            self.rpm = float(limit_requests)
-            self.requests = AsyncLimiter(1, REQUEST_MARGIN * self.spec.rate_window_s / self.rpm)
+        self.first_success = self.first_success or now
+        self.recent_successes.append(now)
+        window = self.spec.rate_window_s
+        while self.recent_successes[0] < now - window:
+            self.recent_successes.popleft()
+        if self.limit_inferred and now - self.limit_changed_at >= window:
+            raised = self.rpm * INFERRED_INCREASE
+            if self.spec.rpm is not None and raised >= self.spec.rpm:
+                self._set_rpm(self.spec.rpm)
+                self.limit_inferred = False
+            else:
+                self._set_rpm(raised)
 
     def record_failure(self) -> None:
         """Count a transient failure (not a rate limit); trip the breaker if the recent rate is high."""
@@ -130,6 +147,35 @@ class ProviderLimits:
             self.pause(self.spec.cooldown_s)
             self.cooldowns += 1
             self.outcomes.clear()
+
+    def record_rate_limited(self) -> None:
+        self.probing = True
+        now = time.monotonic()
+        window = self.spec.rate_window_s
+        if self.first_success is not None and now - self.first_success >= window:
+            estimate = INFERRED_SHARE * sum(1 for t in self.recent_successes if t >= now - window)
+            if estimate >= 1 and (self.rpm is None or estimate < self.rpm):
+                self._set_rpm(estimate)
+                self.limit_inferred = True
+
+    def learn_limit(self, limit_requests: int) -> None:
+        """Adopt the limit the provider reports (x-ratelimit-limit-requests) when it is below ours."""
+        if limit_requests >= 1 and (self.rpm is None or limit_requests < self.rpm):
+            self._set_rpm(float(limit_requests))
+            self.limit_inferred = False
+
+    def _set_rpm(self, rpm: float) -> None:
+        """Retune the request bucket in place (aiolimiter keeps the rate in ``time_period`` /
+        ``_rate_per_sec``) so calls already waiting on it slow down too; a new bucket would let them
+        through at the old rate."""
+        self.rpm = rpm
+        self.limit_changed_at = time.monotonic()
+        interval = REQUEST_MARGIN * self.spec.rate_window_s / rpm
+        if self.requests is None:
+            self.requests = AsyncLimiter(1, interval)
+        else:
+            self.requests.time_period = interval
+            self.requests._rate_per_sec = self.requests.max_rate / interval
 
     def _record(self, failed: bool) -> None:
         now = time.monotonic()

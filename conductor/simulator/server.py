@@ -91,7 +91,7 @@ class SimulatorState:
 
     def limit_headers(self, now: float) -> dict[str, str]:
         """OpenAI-style x-ratelimit-* headers describing the server-side request window."""
-        if self.config.rpm is None:
+        if self.config.rpm is None or not self.config.rate_limit_headers:
             return {}
         reset = (self.accepted[0] + self.config.rate_window_s - now) if self.accepted else 0.0
         return {"x-ratelimit-limit-requests": str(self.config.rpm),

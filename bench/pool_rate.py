@@ -1,0 +1,150 @@
+"""Rate-limit benchmark for the worker pool, against the simulated worker server on loopback.
+
+    .venv/bin/python bench/pool_rate.py            # prints a table, updates BENCHMARKS.md
+
+Scenarios (window W seconds; limits in requests per window):
+  A  client limit L below the server's limit:  achieved rate / L   (goal >= 0.95) and 429s (goal 0)
+  B  server limit S below the client's L, server sends x-ratelimit-* headers (as OpenAI does)
+  C  the same without those headers (as vLLM and many gateways): only 429 + Retry-After to go on
+  C0 baseline in the same run: the openai SDK with its default retries and no limiter, server as in C
+Achieved rate = accepted requests / wall time of the scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+import time
+from pathlib import Path
+
+import openai
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from conductor.config import SimulatorConfig  # noqa: E402
+from conductor.local_pool import LocalPool  # noqa: E402
+from conductor.pool import WorkerCallError  # noqa: E402
+from conductor.simulator.presets import simulated_pool_config  # noqa: E402
+from conductor.simulator.server import SimulatorServer  # noqa: E402
+
+WORKER = "toy-arith"
+
+
+def prompts(sim, count):
+    tasks = sim.state.preset.tasks
+    return [[{"role": "user", "content": f"Question:\n{tasks[i % len(tasks)].prompt}"}] for i in range(count)]
+
+
+def server_rates(sim, started: float, ended: float) -> tuple[float, float, int]:
+    """(accepted requests per second of wall time; 429s per minute; 429 count)."""
+    log = [e for e in sim.state.log if started <= e["t"] <= ended]
+    accepted = sum(1 for e in log if e["status"] == 200)
+    refused = sum(1 for e in log if e["status"] == 429)
+    minutes = (ended - started) / 60.0
+    return accepted / (ended - started), refused / minutes, refused
+
+
+def run_pool(sim, calls, client_limit, window, concurrency=64):
+    config = simulated_pool_config(sim.state.preset, sim.base_url, rpm=client_limit, rate_window_s=window,
+                                   max_concurrency=concurrency, deadline_s=600, max_retries=50)
+    pool = LocalPool(config)
+
+    async def main():
+        async def one(messages):
+            try:
+                await pool.chat(WORKER, messages)
+                return True
+            except WorkerCallError:
+                return False
+        try:
+            return await asyncio.gather(*(one(m) for m in prompts(sim, calls)))
+        finally:
+            await pool.close()
+
+    started = time.time()
+    outcomes = asyncio.run(main())
+    return started, time.time(), sum(outcomes)
+
+
+def run_naive(sim, calls, concurrency=64):
+    """The SDK as many users run it: default retries (which honour Retry-After), no client-side limit."""
+    async def main():
+        client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="unused")
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(messages):
+            async with gate:
+                try:
+                    await client.chat.completions.create(model=WORKER, messages=messages)
+                    return True
+                except openai.APIError:
+                    return False
+        try:
+            return await asyncio.gather(*(one(m) for m in prompts(sim, calls)))
+        finally:
+            await client.close()
+
+    started = time.time()
+    outcomes = asyncio.run(main())
+    return started, time.time(), sum(outcomes)
+
+
+def scenario(server_limit, client_limit, window, calls, naive=False, headers=True):
+    config = SimulatorConfig(preset="toy", port=0, latency_scale=0.5, toy_items_per_domain=50,
+                             rpm=server_limit, rate_window_s=window, rate_limit_headers=headers)
+    with SimulatorServer(config) as sim:
+        started, ended, succeeded = (run_naive(sim, calls) if naive else run_pool(sim, calls, client_limit, window))
+        rate, per_minute, refused = server_rates(sim, started, ended)
+    return {"rate": rate, "per_minute": per_minute, "refused": refused, "succeeded": succeeded, "calls": calls,
+            "seconds": ended - started}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--window", type=float, default=5.0)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
+    args = parser.parse_args()
+    w = args.window
+    low, high = 100, 200  # requests per window
+    a = scenario(server_limit=high, client_limit=low, window=w, calls=args.calls)
+    b = scenario(server_limit=low, client_limit=high, window=w, calls=args.calls)
+    c = scenario(server_limit=low, client_limit=high, window=w, calls=args.calls, headers=False)
+    c0 = scenario(server_limit=low, client_limit=None, window=w, calls=args.calls, naive=True, headers=False)
+    rows = [
+        ("A: client L=%d/%gs < server %d/%gs" % (low, w, high, w), a, a["rate"] / (low / w), "achieved / L"),
+        ("B: server S=%d/%gs < client %d/%gs, limit headers" % (low, w, high, w), b, b["rate"] / (low / w),
+         "achieved / S"),
+        ("C: as B, no limit headers" , c, c["rate"] / (low / w), "achieved / S"),
+        ("C0 baseline: openai SDK retries, no limiter, as C", c0, c0["rate"] / (low / w), "achieved / S"),
+    ]
+    header = "| scenario | calls ok | achieved req/s | ratio | 429s | 429s per minute | wall s |\n|---|---|---|---|---|---|---|"
+    lines = [f"| {name} | {r['succeeded']}/{r['calls']} | {r['rate']:.2f} | {ratio:.3f} ({what}) | {r['refused']} | "
+             f"{r['per_minute']:.1f} | {r['seconds']:.1f} |" for name, r, ratio, what in rows]
+    summary = (f"Without limit headers, pool vs naive SDK under the same server limit: {c['refused']} vs "
+               f"{c0['refused']} refusals ({c0['refused'] / max(c['refused'], 1):.1f}x fewer with the pool); "
+               f"with headers the pool is refused {b['refused']} times.")
+    table = "\n".join([header, *lines])
+    print(table)
+    print(summary)
+    if not args.no_write:
+        write_section("pool_rate", f"`bench/pool_rate.py` (window {w:g}s, {args.calls} calls per scenario, "
+                      f"simulator latency ~20 ms):\n\n{table}\n\n{summary}\n")
+    ok = a["rate"] >= 0.95 * low / w and a["refused"] == 0
+    return 0 if ok else 1
+
+
+def write_section(name: str, body: str) -> None:
+    path = REPO / "BENCHMARKS.md"
+    text = path.read_text() if path.exists() else "# Benchmarks\n\nRatios are measured against a baseline in the same run.\n"
+    block = f"<!-- {name}:start -->\n## {name}\n\n{body}<!-- {name}:end -->"
+    pattern = re.compile(rf"<!-- {name}:start -->.*?<!-- {name}:end -->", re.DOTALL)
+    text = pattern.sub(block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
