@@ -88,3 +88,11 @@ def test_cli_exits_with_the_message(capsys):
         config_from_cli(["--set", "executor.max_steps=0"])
     assert info.value.code == 2
     assert "executor.max_steps" in capsys.readouterr().err
+
+
+def test_a_key_pasted_where_the_env_var_name_goes_is_refused_and_not_echoed(tmp_path):
+    secret = "sk-proj-abcdef0123456789"
+    text = f"pool:\n  providers:\n    - id: p\n      base_url: https://x/v1\n      api_key_env: {secret}\n"
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert "pool.providers.0.api_key_env" in str(info.value) and secret not in str(info.value)

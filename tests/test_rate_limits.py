@@ -89,3 +89,27 @@ def test_breaker_trips_on_a_failure_rate_not_a_streak():
     for _ in range(8):
         limits.record_failure()
     assert limits.cooldowns == 1 and limits.paused_until > time.monotonic() + 9
+
+
+def test_limit_is_inferred_after_a_full_window_and_creeps_back_up(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    limits = ProviderLimits(spec(rpm=100, rate_window_s=1.0))
+
+    async def main():  # aiolimiter needs a running loop for its clock
+        for _ in range(20):
+            limits.record_success()
+            clock[0] += 0.02
+        limits.record_rate_limited()  # only 0.4 s of history: too early to infer
+        assert limits.rpm == 100 and limits.probing
+        clock[0] += 0.7
+        limits.record_success()
+        limits.record_rate_limited()  # a full window seen; 16 accepted in the last second (t >= 1000.1)
+        assert limits.rpm == pytest.approx(0.95 * 16) and limits.limit_inferred
+        clock[0] += 1.1
+        limits.record_success()
+        assert limits.rpm == pytest.approx(0.95 * 16 * 1.05)  # a quiet window: creep back up
+        limits.learn_limit(7)
+        assert limits.rpm == 7 and not limits.limit_inferred
+
+    asyncio.run(main())
