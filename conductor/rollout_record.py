@@ -1,0 +1,103 @@
+"""The rollout record: one sampled Conductor completion, executed, verified and scored. Its Arrow schema
+is defined here and nowhere else; the replay store writes it, the learner and analysis tools read it.
+
+Token ids and logprobs are the engine's own (train on exactly these tokens; never re-tokenise).
+``reward`` is null for infrastructure errors: such rollouts are kept for analysis, not trained on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pyarrow as pa
+
+from conductor.trace import StepTrace
+
+STEP_TYPE = pa.struct([
+    ("round", pa.int32()), ("index", pa.int32()), ("shown_worker", pa.int32()), ("worker_id", pa.string()),
+    ("subtask", pa.string()), ("access", pa.string()), ("response", pa.string()), ("tokens_in", pa.int64()),
+    ("tokens_out", pa.int64()), ("latency_s", pa.float64()), ("cost_usd", pa.float64()), ("retries", pa.int32()),
+    ("error", pa.string()),
+])
+
+SCHEMA = pa.schema([
+    pa.field("rollout_id", pa.string(), nullable=False),
+    pa.field("group_id", pa.string(), nullable=False),
+    pa.field("question_id", pa.string(), nullable=False),
+    pa.field("domain", pa.string()),
+    pa.field("policy_version", pa.int64(), nullable=False),
+    pa.field("prompt_token_ids", pa.list_(pa.int32())),
+    pa.field("completion_token_ids", pa.list_(pa.int32())),
+    pa.field("completion_logprobs", pa.list_(pa.float64())),  # exact: importance ratios use them
+    pa.field("completion_text", pa.string()),
+    pa.field("workflow", pa.string()),          # the root workflow, rendered; null on a format error
+    pa.field("parse_error", pa.string()),       # ParseFailure value of the first failing round
+    pa.field("steps", pa.list_(STEP_TYPE)),
+    pa.field("recursion_rounds", pa.int32()),
+    pa.field("answer", pa.string()),
+    pa.field("reward", pa.float64()),
+    pa.field("format_ok", pa.bool_(), nullable=False),
+    pa.field("correct", pa.bool_(), nullable=False),
+    pa.field("infra_error", pa.string()),
+    pa.field("cost_usd", pa.float64()),
+    pa.field("generation_s", pa.float64()),
+    pa.field("workers_s", pa.float64()),
+    pa.field("verify_s", pa.float64()),
+    pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
+])
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+@dataclass
+class RolloutRecord:
+    rollout_id: str
+    group_id: str
+    question_id: str
+    policy_version: int
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]
+    completion_logprobs: list[float]
+    completion_text: str
+    format_ok: bool
+    correct: bool
+    reward: Optional[float]
+    domain: Optional[str] = None
+    workflow: Optional[str] = None
+    parse_error: Optional[str] = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    recursion_rounds: int = 0
+    answer: Optional[str] = None
+    infra_error: Optional[str] = None
+    cost_usd: float = 0.0
+    generation_s: float = 0.0
+    workers_s: float = 0.0
+    verify_s: float = 0.0
+    created_at: dt.datetime = field(default_factory=_now)
+
+    def __post_init__(self) -> None:
+        if len(self.completion_logprobs) != len(self.completion_token_ids):
+            raise ValueError(f"rollout {self.rollout_id}: {len(self.completion_logprobs)} logprobs for "
+                             f"{len(self.completion_token_ids)} completion tokens")
+        if self.infra_error is not None and self.reward is not None:
+            raise ValueError(f"rollout {self.rollout_id}: infrastructure errors carry no reward")
+
+
+def step_row(step: StepTrace) -> dict[str, Any]:
+    row = dataclasses.asdict(step)
+    row["access"] = "all" if step.access == "all" else ",".join(map(str, step.access))
+    row.pop("visible")
+    return row
+
+
+def to_table(records: list[RolloutRecord]) -> pa.Table:
+    return pa.Table.from_pylist([dataclasses.asdict(r) for r in records], schema=SCHEMA)
+
+
+def from_table(table: pa.Table) -> list[RolloutRecord]:
+    return [RolloutRecord(**row) for row in table.select(SCHEMA.names).to_pylist()]
