@@ -165,6 +165,33 @@ class SimulatorConfig(Section):
     mmlu_items: int = Field(default=600, ge=10, description="MMLU-STEM rows the paper-7 preset knows")
 
 
+class PolicyConfig(Section):
+    model_path: Optional[str] = Field(default=None, description="HF model dir; None = build a tiny policy")
+    tiny_vocab_size: int = Field(default=768, ge=256)
+
+
+class EngineConfig(Section):
+    replicas: int = Field(default=1, ge=1)
+    num_cpus: float = Field(default=1.0, ge=0)
+    num_gpus: float = Field(default=0.0, ge=0, description="> 0: vLLM on GPU (multiprocess workers)")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    max_model_len: int = Field(default=4096, ge=128)
+    kv_cache_gb: int = Field(default=1, ge=1, description="CPU KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)")
+    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1)
+    enforce_eager: bool = True
+
+
+class RolloutConfig(Section):
+    group_size: int = Field(default=4, ge=1, description="G samples per question (GRPO group)")
+    temperature: float = Field(default=1.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_new_tokens: int = Field(default=256, ge=1)
+    recursive_fraction: float = Field(default=0.0, ge=0, le=1, description="share of samples given a recursive round")
+    max_concurrent_episodes: int = Field(default=64, ge=1)
+    store_path: str = Field(default="runs/{run_name}/rollouts", description="local dir or s3://bucket/prefix")
+    storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env)")
+
+
 class Config(Section):
     run_name: str = Field(default="demo", pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = 0
@@ -175,6 +202,9 @@ class Config(Section):
     data: DataConfig = Field(default_factory=DataConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
 
 
 class ConfigError(ValueError):

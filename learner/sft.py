@@ -1,0 +1,79 @@
+"""SFT warm start: teach a fresh policy the workflow format before RL, so GRPO starts from samples that
+parse (a random policy's rewards are all 0, its advantages all 0, and nothing is learned).
+
+Targets are valid workflows with uniformly random worker ids (the format, not a routing preference).
+Loss is next-token cross-entropy on the target tokens; AdamW with linear warmup then cosine decay
+(the design's measured recipe: lr 3e-3, 20 warmup steps).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from conductor.workflow import Step, Workflow
+
+
+@dataclass(frozen=True)
+class SftSettings:
+    steps: int = 400
+    batch_size: int = 32
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    seed: int = 0
+
+
+def random_workflow_text(num_workers: int, rng: random.Random) -> str:
+    """A short valid workflow with random workers: the format to imitate."""
+    steps = [Step(rng.randrange(num_workers), "Solve the question and give the final answer in the requested format.", ())]
+    if rng.random() < 0.3:
+        steps.append(Step(rng.randrange(num_workers), "Check the answer above and give the final answer.", "all"))
+    return Workflow(tuple(steps)).render()
+
+
+def lr_at(step: int, settings: SftSettings) -> float:
+    if step < settings.warmup_steps:
+        return settings.lr * (step + 1) / settings.warmup_steps
+    progress = (step - settings.warmup_steps) / max(1, settings.steps - settings.warmup_steps)
+    return settings.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
+                   settings: SftSettings = SftSettings()) -> list[float]:
+    """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses."""
+    rng = random.Random(settings.seed)
+    torch.manual_seed(settings.seed)
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.99))
+    model.train()
+    losses = []
+    for step in range(settings.steps):
+        rows = []
+        for _ in range(settings.batch_size):
+            prompt = list(rng.choice(prompts))
+            target = tokenizer(random_workflow_text(num_workers, rng), add_special_tokens=False)["input_ids"] + [end]
+            rows.append((prompt, target))
+        width = max(len(p) + len(t) for p, t in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        labels = torch.full((len(rows), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, (prompt, target) in enumerate(rows):
+            sequence = prompt + target
+            ids[i, :len(sequence)] = torch.tensor(sequence)
+            labels[i, len(prompt):len(sequence)] = torch.tensor(target)
+            mask[i, :len(sequence)] = 1
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, settings)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
