@@ -188,6 +188,9 @@ class RolloutConfig(Section):
     max_new_tokens: int = Field(default=256, ge=1)
     recursive_fraction: float = Field(default=0.0, ge=0, le=1, description="share of samples given a recursive round")
     max_concurrent_episodes: int = Field(default=64, ge=1)
+    questions_per_batch: int = Field(default=4, ge=1, description="questions per generation call")
+    workers: int = Field(default=1, ge=1, description="RolloutWorker actors")
+    limit: Optional[int] = Field(default=None, ge=1, description="questions to roll out (rollouts command)")
     store_path: str = Field(default="runs/{run_name}/rollouts", description="local dir or s3://bucket/prefix")
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env)")
 

@@ -116,3 +116,23 @@ def test_update_weights_changes_logprobs_as_transformers_predicts(engines, polic
     assert max(abs(a - b) for a, b in zip(old_on_new_tokens, before.logprobs)) > 1e-3  # the weights did change
     expected = reference_logprobs(model, prompt, after.token_ids)
     assert max(abs(a - b) for a, b in zip(expected, after.logprobs)) < 1e-3
+
+
+def test_rollouts_command_writes_the_store_and_a_summary(policy_dir, tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    store = tmp_path / "rollouts"
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster.rollouts", "--config", "configs/rollouts-toy.yaml",
+         "--set", f"policy.model_path={policy_dir}", "--set", f"rollout.store_path={store}",
+         "--set", "rollout.limit=8", "--set", "simulator.latency_scale=0"],
+        cwd=repo, capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout[result.stdout.index("{"):])
+    assert summary["rollouts"] == 32 and summary["infra_errors"] == 0 and summary["format_rate"] > 0
+    table, _ = ReplayStore(str(store)).read()
+    assert table.num_rows == 32 and set(table.column("policy_version").to_pylist()) == {0}

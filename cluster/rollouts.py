@@ -1,0 +1,101 @@
+"""Rollouts only (no training): run the Conductor over a dataset, execute and score every sample, and
+write the records to the replay store. For evaluating a checkpoint, and for building SFT data from good
+rollouts.
+
+    .venv/bin/python -m cluster.rollouts --config configs/rollouts-toy.yaml --set policy.model_path=DIR
+
+Ray: embedded local cluster, or the one in RAY_ADDRESS (as under ``ray job submit``). Pool: the
+configured providers, or — when ``pool.workers`` is empty — the simulated preset, started here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import ray
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from conductor.config import Config, config_from_cli
+from conductor.rollout_record import RolloutRecord
+from conductor.simulator.presets import load_preset, simulated_pool_config
+from conductor.simulator.server import SimulatorServer
+from conductor.tasks import Task, load_tasks
+
+
+def tasks_for(config: Config) -> list[Task]:
+    tasks = [t for spec in config.data.datasets for t in load_tasks(spec)]
+    if not tasks:
+        tasks = list(load_preset(config.simulator).tasks)
+    return tasks[: config.rollout.limit] if config.rollout.limit else tasks
+
+
+def policy_path(config: Config) -> str:
+    if config.policy.model_path:
+        return config.policy.model_path
+    from learner.tiny_policy import TinyPolicySpec, build_tiny_policy
+
+    return str(build_tiny_policy(Path("runs") / config.run_name / "policy",
+                                 TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed)))
+
+
+def summarise(records: list[RolloutRecord]) -> dict[str, float]:
+    scored = [r for r in records if r.infra_error is None]
+    count = max(1, len(scored))
+    return {"rollouts": len(records), "infra_errors": len(records) - len(scored),
+            "format_rate": sum(r.format_ok for r in scored) / count,
+            "accuracy": sum(r.correct for r in scored) / count,
+            "mean_reward": sum(r.reward or 0.0 for r in scored) / count,
+            "steps_per_workflow": sum(len(r.steps) for r in scored if r.format_ok) / max(1, sum(r.format_ok for r in scored)),
+            "cost_usd_per_rollout": sum(r.cost_usd for r in records) / max(1, len(records))}
+
+
+def run(config: Config, console: Console) -> dict[str, float]:
+    from actors.conductor_engine import start_engines
+    from actors.rollout_worker import RolloutWorker
+
+    tasks = tasks_for(config)
+    model = policy_path(config)
+    store_path = config.rollout.store_path.format(run_name=config.run_name)
+    with contextlib.ExitStack() as stack:
+        if not config.pool.workers:
+            sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
+            config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
+        ray.init(address=None, ignore_reinit_error=True, log_to_driver=False)
+        stack.callback(ray.shutdown)
+        engines = start_engines(model, config.engine, config.seed)
+        workers = [RolloutWorker.remote(config, model, engines, store_path, config.seed + i)
+                   for i in range(config.rollout.workers)]
+        batches = [tasks[i:i + config.rollout.questions_per_batch]
+                   for i in range(0, len(tasks), config.rollout.questions_per_batch)]
+        records: list[RolloutRecord] = []
+        started = time.time()
+        columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[status]}"))
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task("rollouts", total=len(tasks) * config.rollout.group_size, status="")
+            pending = {workers[i % len(workers)].run.remote(batch): batch for i, batch in enumerate(batches)}
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                pending.pop(done[0])
+                records += ray.get(done[0])
+                stats = summarise(records)
+                progress.update(bar, completed=len(records), status=f"format {stats['format_rate']:.2f} "
+                                f"acc {stats['accuracy']:.2f} reward {stats['mean_reward']:.2f}")
+    summary = dict(summarise(records), wall_seconds=time.time() - started, store=store_path)
+    console.print_json(json.dumps(summary))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = config_from_cli(argv, default_config="configs/rollouts-toy.yaml", description=__doc__)
+    run(config, Console())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
