@@ -40,6 +40,7 @@ class ConductorEngine:
                                        seed=seed, enforce_eager=config.enforce_eager)
         if self.on_gpu:
             options["gpu_memory_utilization"] = config.gpu_memory_utilization
+            options["enable_sleep_mode"] = True
         else:
             options["distributed_executor_backend"] = "uni"
         self.llm = LLM(**options)
@@ -77,6 +78,17 @@ class ConductorEngine:
 
     def policy_version(self) -> int:
         return self.version
+
+    def sleep(self) -> bool:
+        """Free accelerator memory between rollout phases (GPU); vLLM's sleep mode is a no-op on CPU."""
+        if self.on_gpu:
+            self.llm.sleep(level=1)
+        return self.on_gpu
+
+    def wake_up(self) -> bool:
+        if self.on_gpu:
+            self.llm.wake_up()
+        return self.on_gpu
 
 
 class EngineGroup:

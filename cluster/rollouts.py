@@ -57,6 +57,7 @@ def summarise(records: list[RolloutRecord]) -> dict[str, float]:
 def run(config: Config, console: Console) -> dict[str, float]:
     from actors.conductor_engine import start_engines
     from actors.rollout_worker import RolloutWorker
+    from cluster.placement import engine_placement_group
 
     tasks = tasks_for(config)
     model = policy_path(config)
@@ -67,7 +68,7 @@ def run(config: Config, console: Console) -> dict[str, float]:
             config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
         ray.init(address=None, ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
-        engines = start_engines(model, config.engine, config.seed)
+        engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine))
         workers = [RolloutWorker.remote(config, model, engines, store_path, config.seed + i)
                    for i in range(config.rollout.workers)]
         batches = [tasks[i:i + config.rollout.questions_per_batch]

@@ -96,3 +96,11 @@ def test_a_key_pasted_where_the_env_var_name_goes_is_refused_and_not_echoed(tmp_
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, text))
     assert "pool.providers.0.api_key_env" in str(info.value) and secret not in str(info.value)
+
+
+def test_engine_bundles_follow_the_engine_config():
+    from cluster.placement import engine_bundles
+    from conductor.config import EngineConfig
+
+    assert engine_bundles(EngineConfig(replicas=2, num_cpus=1)) == [{"CPU": 1.0}, {"CPU": 1.0}]
+    assert engine_bundles(EngineConfig(replicas=1, num_cpus=4, num_gpus=1)) == [{"CPU": 4.0, "GPU": 1.0}]
