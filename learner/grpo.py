@@ -1,0 +1,85 @@
+"""GRPO: group-normalised advantages and the clipped policy-gradient loss.
+
+Advantages, per group of G samples of one question (infrastructure errors excluded beforehand):
+
+    A_i = (r_i - mean(r)) / (std(r) + eps)          (population std; a group with std 0 gives A = 0)
+
+Loss per completion token t of sample i, with ratio_t = exp(logp_t - old_logp_t):
+
+    l_t = -min(ratio_t * A_i, clip(ratio_t, 1 - eps_low, 1 + eps_high) * A_i) * w_t  +  beta * kl_t
+    w_t = min(exp(old_logp_t - behaviour_logp_t), tis_cap)      (truncated importance correction for the
+                                                                 engine/learner mismatch; 1 when off)
+    kl_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1            (k3 estimator; only when beta > 0)
+
+Aggregation: "token" averages l_t over every completion token of the batch (long completions weigh
+more); "sequence" averages within each completion, then over completions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional, Sequence
+
+import torch
+
+
+@dataclass(frozen=True)
+class GrpoSettings:
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    kl_coef: float = 0.0
+    aggregation: Literal["token", "sequence"] = "token"
+    tis_cap: Optional[float] = None  # None: no importance correction
+    adv_eps: float = 1e-6
+
+
+def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
+    """(r - mean) / (std + eps) within one group; all-equal rewards give all zeros."""
+    values = torch.tensor(list(rewards), dtype=torch.float64)
+    if values.numel() == 0:
+        return []
+    spread = values.std(unbiased=False)
+    if spread.item() == 0.0:
+        return [0.0] * values.numel()
+    return ((values - values.mean()) / (spread + eps)).tolist()
+
+
+def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                mask: torch.Tensor, settings: GrpoSettings = GrpoSettings(),
+                behaviour_logprobs: Optional[torch.Tensor] = None,
+                ref_logprobs: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Shapes: [batch, tokens] for the log-prob tensors and ``mask`` (1 on completion tokens), [batch]
+    for ``advantages``. Returns the scalar loss and diagnostics (clip fraction, mean ratio, KL)."""
+    mask = mask.to(logprobs.dtype)
+    ratio = torch.exp(logprobs - old_logprobs)
+    adv = advantages.to(logprobs.dtype).unsqueeze(-1)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - settings.eps_low, 1.0 + settings.eps_high) * adv
+    per_token = -torch.minimum(unclipped, clipped)
+    if settings.tis_cap is not None and behaviour_logprobs is not None:
+        weight = torch.clamp(torch.exp(old_logprobs - behaviour_logprobs), max=settings.tis_cap).detach()
+        per_token = per_token * weight
+    kl_mean = 0.0
+    if settings.kl_coef > 0:
+        if ref_logprobs is None:
+            raise ValueError("kl_coef > 0 needs reference logprobs")
+        log_ratio = ref_logprobs - logprobs
+        kl = torch.exp(log_ratio) - log_ratio - 1.0
+        per_token = per_token + settings.kl_coef * kl
+        kl_mean = float((kl * mask).sum() / mask.sum().clamp(min=1))
+    loss = aggregate(per_token, mask, settings.aggregation)
+    with torch.no_grad():
+        clip_fraction = float((((ratio < 1 - settings.eps_low) | (ratio > 1 + settings.eps_high)).to(mask.dtype)
+                               * mask).sum() / mask.sum().clamp(min=1))
+        mean_ratio = float((ratio * mask).sum() / mask.sum().clamp(min=1))
+    return loss, {"clip_fraction": clip_fraction, "mean_ratio": mean_ratio, "kl": kl_mean}
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    if how == "token":
+        return (per_token * mask).sum() / mask.sum().clamp(min=1)
+    if how == "sequence":
+        per_sequence = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+        has_tokens = (mask.sum(-1) > 0).to(per_token.dtype)
+        return (per_sequence * has_tokens).sum() / has_tokens.sum().clamp(min=1)
+    raise ValueError(f"unknown aggregation {how!r}")
