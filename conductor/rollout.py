@@ -71,7 +71,7 @@ class RolloutRunner:
 
     def prompt_ids(self, messages: Messages) -> list[int]:
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # a BatchEncoding in transformers 5
 
     async def run(self, tasks: list[Task]) -> list[RolloutRecord]:
         """G rollouts for each task; one generation call for the whole batch."""

@@ -5,7 +5,7 @@ import pytest
 
 from conductor.tasks.formats import gsm8k_tasks, mmlu_tasks
 from conductor.verifiers.gsm8k import extract_number, gold_number, verify_number
-from conductor.verifiers.math_answer import _normalise, extract_boxed, verify_math
+from conductor.verifiers.math_answer import extract_boxed, normalise_latex, verify_math
 from conductor.verifiers.multiple_choice import extract_letter, shuffle_options, verify_choice
 from conductor.verifiers.text_match import verify_text
 
@@ -22,7 +22,7 @@ def test_math500_gold_matches_its_boxed_solution_and_not_a_neighbours(shared_dat
 
     def neighbour(i):  # the next row whose answer is genuinely different
         k = 1
-        while _normalise(rows[(i + k) % len(rows)]["answer"]) == _normalise(rows[i]["answer"]):
+        while normalise_latex(rows[(i + k) % len(rows)]["answer"]) == normalise_latex(rows[i]["answer"]):
             k += 1
         return rows[(i + k) % len(rows)]
 

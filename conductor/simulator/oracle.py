@@ -26,7 +26,7 @@ from conductor.simulator.presets import SimPreset, SimWorker
 from conductor.tasks.task import Task
 from conductor.verifiers.code_tests import extract_code
 from conductor.verifiers.gsm8k import extract_number, to_decimal
-from conductor.verifiers.math_answer import _normalise, extract_boxed
+from conductor.verifiers.math_answer import extract_boxed, normalise_latex
 from conductor.verifiers.multiple_choice import LETTERS, extract_letter
 from conductor.verifiers.text_match import extract_answer, normalise
 
@@ -89,7 +89,7 @@ class Oracle:
         kind = task.verifier
         if kind == "math":
             boxed = extract_boxed(text)
-            return boxed is not None and _normalise(boxed) == _normalise(task.answer)
+            return boxed is not None and normalise_latex(boxed) == normalise_latex(task.answer)
         if kind == "number":
             number = extract_number(text)
             return number is not None and to_decimal(number) == to_decimal(task.answer)

@@ -28,7 +28,7 @@ def extract_boxed(text: str) -> Optional[str]:
     return None
 
 
-def _normalise(answer: str) -> str:
+def normalise_latex(answer: str) -> str:
     answer = re.sub(r"\\(?:left|right|displaystyle|!|,|;|\s)", "", answer)
     answer = re.sub(r"\\[dt]frac", r"\\frac", answer)
     return re.sub(r"\s+", "", answer).rstrip(".").replace("^{\\circ}", "").replace("^\\circ", "")
@@ -46,7 +46,7 @@ def _compare_in_worker(gold: str, predicted: str, timeout_s: int) -> bool:
 
 def verify_math(gold: str, response: str, timeout_s: float = 5.0) -> Verdict:
     boxed = extract_boxed(response)
-    if boxed is not None and _normalise(boxed) == _normalise(gold):
+    if boxed is not None and normalise_latex(boxed) == normalise_latex(gold):
         return Verdict(True, boxed, "exact match")
     candidate = f"\\boxed{{{boxed}}}" if boxed is not None else response[-TAIL_CHARS:]
     try:
