@@ -112,8 +112,9 @@ def test_repair_round_all_access_sees_previous_final_turn():
 
 
 def test_root_round_three_empty_lists_and_bad_recursive_round_are_format_errors():
-    episode = run(runner(echo_pool()).run("q", ROSTER, ACCEPT))
-    assert not episode.format_ok and episode.answer is None and not echo_pool().calls
+    pool = echo_pool()
+    episode = run(runner(pool).run("q", ROSTER, ACCEPT))
+    assert not episode.format_ok and episode.answer is None and not pool.calls
 
     async def garbage(messages):
         return "I refuse to write lists"

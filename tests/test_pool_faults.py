@@ -7,7 +7,7 @@ import secrets
 
 import pytest
 
-from conductor.config import FaultRates, SimulatorConfig
+from conductor.config import FaultRates, PoolConfig, ProviderSpec, SimulatorConfig, WorkerSpec
 from conductor.local_pool import LocalPool
 from conductor.pool import WorkerCallError
 from conductor.simulator.presets import simulated_pool_config
@@ -84,21 +84,17 @@ def test_non_retryable_errors_fail_fast(monkeypatch):
         pool_config = simulated_pool_config(sim.state.preset, sim.base_url, api_key_env=KEY_ENV, max_retries=5)
         [auth] = run_calls(LocalPool(pool_config), 1)
         assert isinstance(auth, WorkerCallError) and auth.kind == "auth" and auth.retries == 0
-        assert monkeypatch and "sk-wrong" not in str(auth)
-        monkeypatch.setenv(KEY_ENV, monkeypatch_value := "sk-right-ok")
-        monkeypatch.setenv("CONDUCTOR_SIM_EXPECTED_KEY", monkeypatch_value)
+        assert "sk-wrong" not in str(auth) and sim.state.counts["unauthorized"] == 1
     config = SimulatorConfig(preset="toy", port=0, latency_scale=0, toy_items_per_domain=20, max_context_tokens=64)
     with SimulatorServer(config) as sim:
         pool_config = simulated_pool_config(sim.state.preset, sim.base_url, max_retries=5)
-        pool = LocalPool(pool_config)
+        ghost = WorkerSpec(id="ghost", model="no-such-model", provider="sim", description="not served")
+        pool = LocalPool(pool_config.model_copy(update={"workers": pool_config.workers + [ghost]}))
 
         async def main():
             long_prompt = [{"role": "user", "content": "word " * 400}]
             with pytest.raises(WorkerCallError) as context:
                 await pool.chat("toy-arith", long_prompt)
-            pool.providers["sim"].workers["ghost"] = pool.providers["sim"].workers["toy-arith"].model_copy(
-                update={"id": "ghost", "model": "no-such-model"})
-            pool.route["ghost"] = "sim"
             with pytest.raises(WorkerCallError) as missing:
                 await pool.chat("ghost", [{"role": "user", "content": "hi"}])
             with pytest.raises(WorkerCallError) as bad_param:
@@ -115,7 +111,6 @@ def test_non_retryable_errors_fail_fast(monkeypatch):
 
 def test_missing_key_env_is_a_clear_config_error(monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
-    from conductor.config import PoolConfig, ProviderSpec, WorkerSpec
     config = PoolConfig(providers=[ProviderSpec(id="p", base_url="http://127.0.0.1:9/v1", api_key_env=KEY_ENV)],
                         workers=[WorkerSpec(id="w", description="d", provider="p")])
     with pytest.raises(ValueError, match=f"{KEY_ENV} is not set"):

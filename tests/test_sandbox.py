@@ -1,6 +1,5 @@
 """The code sandbox refuses or stops each attack, and the test process is unharmed."""
 
-import os
 import resource
 import socket
 import threading
@@ -89,4 +88,3 @@ def test_host_process_is_unharmed():
     server.listen()
     probe(server.getsockname(), timeout=1).close()
     server.close()
-    assert os.getpid() > 0
