@@ -54,7 +54,7 @@ class WorkerPoolActor:
         return {"result": result}
 
     def stats(self) -> dict[str, Any]:
-        return dict(self.client.stats, cooldowns=self.client.limits.cooldowns)
+        return self.client.snapshot()
 
     def spec(self) -> tuple[ProviderSpec, list[WorkerSpec]]:
         return self.config
@@ -68,13 +68,11 @@ class RayPool:
     """Routes each worker to its provider's actor; creates the actors or attaches to existing ones."""
 
     def __init__(self, config: PoolConfig, *, seed: Optional[int] = None):
-        missing = [w.id for w in config.workers if w.provider is None]
-        if missing:
-            raise ValueError(f"workers without a provider cannot be called: {missing}")
-        self.route = {w.id: w.provider for w in config.workers}
+        routes = config.routes()
+        self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
         self.actors = {}
         for spec in config.providers:
-            workers = [w for w in config.workers if w.provider == spec.id]
+            workers = routes[spec.id]
             actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True).remote(spec, workers, seed)
             running = ray.get(actor.spec.remote())
             if running != (spec, sorted(workers, key=lambda w: w.id)):
@@ -96,4 +94,5 @@ class RayPool:
         return outcome["result"]
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        return {provider: ray.get(actor.stats.remote()) for provider, actor in self.actors.items()}
+        providers = list(self.actors)
+        return dict(zip(providers, ray.get([self.actors[p].stats.remote() for p in providers])))

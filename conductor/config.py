@@ -86,6 +86,13 @@ class PoolConfig(Section):
     def provider(self, provider_id: str) -> ProviderSpec:
         return next(p for p in self.providers if p.id == provider_id)
 
+    def routes(self) -> dict[str, list[WorkerSpec]]:
+        """Workers grouped by provider id, for pools that call them; every worker needs a provider."""
+        missing = [w.id for w in self.workers if w.provider is None]
+        if missing:
+            raise ValueError(f"workers without a provider cannot be called: {missing}")
+        return {p.id: [w for w in self.workers if w.provider == p.id] for p in self.providers}
+
 
 class ExecutorConfig(Section):
     max_steps: int = Field(default=5, ge=1, le=32)

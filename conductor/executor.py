@@ -36,10 +36,6 @@ class ExecutionResult:
         return (last.subtask, last.response) if last and last.response is not None else None
 
 
-class _SkippedStep(Exception):
-    """A step that did not run because a step it depends on (or a sibling) failed."""
-
-
 class WorkflowExecutor:
     def __init__(self, pool: WorkerPoolClient, *, question_visibility: Literal["first", "all"] = "all",
                  parallel: bool = True):
@@ -66,16 +62,14 @@ class WorkflowExecutor:
                       previous_final: Optional[Turn] = None) -> ExecutionResult:
         steps = workflow.steps
         subtasks = [s.subtask for s in steps]
-        responses: dict[int, str] = {}
         results: dict[int, ChatResult] = {}
         errors: dict[int, str] = {}
 
         async def run_step(index: int) -> None:
             step = steps[index]
-            if any(j in errors for j in step.visible_steps(index)):
-                raise _SkippedStep()
-            if self.parallel:
+            if self.parallel:  # a failed dependency raises here, so this step never runs
                 await asyncio.gather(*(tasks[j] for j in step.visible_steps(index)))
+            responses = {j: results[j].text for j in step.visible_steps(index)}
             messages = self.step_messages(index, step, question, responses, previous_final, subtasks)
             started = time.perf_counter()
             try:
@@ -85,7 +79,6 @@ class WorkflowExecutor:
                 raise
             results[index] = ChatResult(result.text, result.prompt_tokens, result.completion_tokens,
                                         result.cost_usd, result.retries, time.perf_counter() - started)
-            responses[index] = result.text
 
         tasks: dict[int, asyncio.Task] = {}
         if self.parallel:
@@ -101,7 +94,7 @@ class WorkflowExecutor:
 
         traces = [self._trace(round_index, i, s, roster, results.get(i), errors.get(i)) for i, s in enumerate(steps)]
         infra_error = next((f"step {i}: {errors[i]}" for i in sorted(errors)), None)
-        answer = None if infra_error or not steps else responses.get(len(steps) - 1)
+        answer = None if infra_error or not steps else results[len(steps) - 1].text
         return ExecutionResult(steps=traces, answer=answer, infra_error=infra_error)
 
     @staticmethod

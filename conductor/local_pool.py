@@ -12,14 +12,9 @@ from conductor.provider_client import ProviderClient
 
 class LocalPool:
     def __init__(self, config: PoolConfig, *, seed: Optional[int] = None):
-        missing = [w.id for w in config.workers if w.provider is None]
-        if missing:
-            raise ValueError(f"workers without a provider cannot be called: {missing}")
-        self.providers = {
-            spec.id: ProviderClient(spec, [w for w in config.workers if w.provider == spec.id], seed=seed)
-            for spec in config.providers
-        }
-        self.route = {w.id: w.provider for w in config.workers}
+        routes = config.routes()
+        self.providers = {spec.id: ProviderClient(spec, routes[spec.id], seed=seed) for spec in config.providers}
+        self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
         provider = self.route.get(worker_id)
@@ -28,7 +23,7 @@ class LocalPool:
         return await self.providers[provider].chat(worker_id, messages, params)
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        return {pid: dict(client.stats, cooldowns=client.limits.cooldowns) for pid, client in self.providers.items()}
+        return {pid: client.snapshot() for pid, client in self.providers.items()}
 
     async def close(self) -> None:
         for client in self.providers.values():

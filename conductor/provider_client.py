@@ -38,6 +38,7 @@ class ProviderClient:
     def __init__(self, spec: ProviderSpec, workers: list[WorkerSpec], *, seed: Optional[int] = None):
         self.spec = spec
         self.workers = {w.id: w for w in workers}
+        self.sampling_defaults = {w.id: w.sampling.model_dump() for w in workers}
         self._key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else ""
         if spec.api_key_env and not self._key:
             raise ValueError(f"provider {spec.id}: environment variable {spec.api_key_env} is not set")
@@ -47,6 +48,10 @@ class ProviderClient:
         self.rng = random.Random(seed)
         self.stats = {"calls": 0, "attempts": 0, "retries": 0, "failures": 0, "rate_limited": 0,
                       "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters for dashboards and tests (never the key)."""
+        return dict(self.stats, cooldowns=self.limits.cooldowns, rpm=self.limits.rpm)
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
@@ -59,7 +64,7 @@ class ProviderClient:
         worker = self.workers.get(worker_id)
         if worker is None:
             raise WorkerCallError(worker_id, "not_found", f"no worker {worker_id!r} at provider {self.spec.id}")
-        request = dict(worker.sampling.model_dump(), **(params or {}))
+        request = dict(self.sampling_defaults[worker_id], **(params or {}))
         unknown = set(request) - ALLOWED_PARAMS
         if unknown:
             raise WorkerCallError(worker_id, "bad_request", f"unsupported sampling params {sorted(unknown)}")

@@ -69,7 +69,8 @@ def classify(exc: BaseException, retry_after_cap_s: float) -> Failure:
             return Failure("rate_limited", True, message, status,
                            retry_after_seconds(exc.response.headers, retry_after_cap_s))
         if status in RETRYABLE_STATUS or status >= 500:
-            return Failure("server_error" if status >= 500 else "conflict", True, message, status,
+            kind = "server_error" if status >= 500 else ("timeout" if status == 408 else "conflict")
+            return Failure(kind, True, message, status,
                            retry_after_seconds(exc.response.headers, retry_after_cap_s))
         if status == 400 and any(hint in message.lower() for hint in CONTEXT_LENGTH_HINTS):
             return Failure("context_length", False, message, status)

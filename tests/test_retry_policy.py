@@ -18,7 +18,7 @@ def status_error(status, message="boom", headers=None):
 
 
 @pytest.mark.parametrize("status, kind, retryable", [
-    (429, "rate_limited", True), (500, "server_error", True), (503, "server_error", True), (408, "conflict", True),
+    (429, "rate_limited", True), (500, "server_error", True), (503, "server_error", True), (408, "timeout", True),
     (409, "conflict", True), (400, "bad_request", False), (401, "auth", False), (403, "permission", False),
     (404, "not_found", False), (422, "bad_request", False),
 ])

@@ -224,7 +224,9 @@ class SimulatorServer:
         return self.app.state.sim
 
     def __enter__(self) -> "SimulatorServer":
-        logging.getLogger("uvicorn.error").addFilter(_HideSimulatedDrops())
+        uvicorn_errors = logging.getLogger("uvicorn.error")
+        if not any(isinstance(f, _HideSimulatedDrops) for f in uvicorn_errors.filters):
+            uvicorn_errors.addFilter(_HideSimulatedDrops())
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
