@@ -202,6 +202,64 @@ class RolloutConfig(Section):
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env)")
 
 
+class SftConfig(Section):
+    """Warm start: teach a fresh policy the workflow format (random workers) before RL."""
+
+    steps: int = Field(default=200, ge=0, description="0 = no warm start (a policy that already knows the format)")
+    batch_size: int = Field(default=16, ge=1)
+    lr: float = Field(default=3e-3, gt=0)
+    warmup_steps: int = Field(default=20, ge=0)
+    prompts: int = Field(default=64, ge=1, description="distinct training prompts the examples are built on")
+
+
+class LearnerConfig(Section):
+    """The DeepSpeed ZeRO learner group and the GRPO objective it optimises."""
+
+    zero_stage: Literal[1, 2, 3] = 2
+    ranks: int = Field(default=1, ge=1, description="learner actors (data-parallel ranks)")
+    num_cpus_per_rank: float = Field(default=1.0, ge=0)
+    num_gpus_per_rank: float = Field(default=0.0, ge=0, description="> 0: NCCL backend and GPU bundles")
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    lr: float = Field(default=1e-3, gt=0)
+    lr_schedule: Literal["constant", "cosine"] = "constant"
+    warmup_steps: int = Field(default=10, ge=0, description="linear warmup, in optimizer steps")
+    betas: tuple[float, float] = (0.9, 0.99)
+    weight_decay: float = Field(default=0.0, ge=0)
+    grad_clip: float = Field(default=1.0, gt=0)
+    micro_batch_size: int = Field(default=16, ge=1, description="sequences per forward pass per rank")
+    mini_batches: int = Field(default=1, ge=1, description="optimizer steps per training step")
+    eps_low: float = Field(default=0.2, ge=0, lt=1)
+    eps_high: float = Field(default=0.2, ge=0)
+    kl_coef: float = Field(default=0.0, ge=0, description="> 0 keeps a frozen reference model")
+    aggregation: Literal["token", "sequence"] = "token"
+    tis_cap: Optional[float] = Field(default=None, gt=0, description="truncated importance weight cap; None = off")
+    filter_zero_spread: bool = Field(default=True, description="drop groups whose rewards are all equal")
+    weight_sync: Literal["object_store", "collective"] = "object_store"
+    sync_bucket_mb: float = Field(default=64.0, gt=0, description="ZeRO-3 gather / broadcast bucket size")
+    checkpoint_every: int = Field(default=20, ge=0, description="steps between checkpoints; 0 = only at the end")
+    keep_checkpoints: int = Field(default=2, ge=1)
+
+
+class TrainConfig(Section):
+    """The synchronous training loop (cluster/train.py) and its evaluation."""
+
+    steps: int = Field(default=150, ge=0)
+    questions_per_step: int = Field(default=8, ge=1)
+    val_questions: int = Field(default=60, ge=0, description="selects the best checkpoint")
+    heldout_questions: int = Field(default=150, ge=1, description="reported once, at the end")
+    eval_every: int = Field(default=10, ge=1)
+    eval_temperature: float = Field(default=0.0, ge=0, description="0 = greedy routing at evaluation")
+    format_floor: float = Field(default=0.3, ge=0, le=1,
+                                description="sampled format rate under this for format_patience steps: roll back")
+    format_patience: int = Field(default=3, ge=1)
+    restart_below: float = Field(default=0.0, ge=0, le=1,
+                                 description="val accuracy still under this at restart_after: restart GRPO with a new seed")
+    restart_after: int = Field(default=0, ge=0, description="step of the plateau check; 0 = never")
+    max_restarts: int = Field(default=1, ge=0)
+    resume: bool = Field(default=False, description="continue from the run's latest checkpoint")
+    plot: bool = True
+
+
 class Config(Section):
     run_name: str = Field(default="demo", pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = 0
@@ -215,6 +273,9 @@ class Config(Section):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    sft: SftConfig = Field(default_factory=SftConfig)
+    learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
 
 
 class ConfigError(ValueError):

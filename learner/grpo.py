@@ -12,7 +12,9 @@ Loss per completion token t of sample i, with ratio_t = exp(logp_t - old_logp_t)
     kl_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1            (k3 estimator; only when beta > 0)
 
 Aggregation: "token" averages l_t over every completion token of the batch (long completions weigh
-more); "sequence" averages within each completion, then over completions.
+more); "sequence" averages within each completion, then over completions. A batch split into
+micro-batches and ranks passes ``normaliser`` = the whole batch's token (or sequence) count, so the summed
+micro-batch gradients equal the gradient of the whole batch's mean.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                 mask: torch.Tensor, settings: GrpoSettings = GrpoSettings(),
                 behaviour_logprobs: Optional[torch.Tensor] = None,
-                ref_logprobs: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict[str, float]]:
+                ref_logprobs: Optional[torch.Tensor] = None,
+                normaliser: Optional[float] = None) -> tuple[torch.Tensor, dict[str, float]]:
     """Shapes: [batch, tokens] for the log-prob tensors and ``mask`` (1 on completion tokens), [batch]
     for ``advantages``. Returns the scalar loss and diagnostics (clip fraction, mean ratio, KL)."""
     mask = mask.to(logprobs.dtype)
@@ -67,7 +70,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         kl = torch.exp(log_ratio) - log_ratio - 1.0
         per_token = per_token + settings.kl_coef * kl
         kl_mean = float((kl * mask).sum() / mask.sum().clamp(min=1))
-    loss = aggregate(per_token, mask, settings.aggregation)
+    loss = aggregate(per_token, mask, settings.aggregation, normaliser)
     with torch.no_grad():
         clip_fraction = float((((ratio < 1 - settings.eps_low) | (ratio > 1 + settings.eps_high)).to(mask.dtype)
                                * mask).sum() / mask.sum().clamp(min=1))
@@ -75,11 +78,20 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     return loss, {"clip_fraction": clip_fraction, "mean_ratio": mean_ratio, "kl": kl_mean}
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str,
+              normaliser: Optional[float] = None) -> torch.Tensor:
+    """Mean over tokens or sequences; with ``normaliser`` the sum divided by it instead."""
     if how == "token":
-        return (per_token * mask).sum() / mask.sum().clamp(min=1)
-    if how == "sequence":
+        total, count = (per_token * mask).sum(), mask.sum()
+    elif how == "sequence":
         per_sequence = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
         has_tokens = (mask.sum(-1) > 0).to(per_token.dtype)
-        return (per_sequence * has_tokens).sum() / has_tokens.sum().clamp(min=1)
-    raise ValueError(f"unknown aggregation {how!r}")
+        total, count = (per_sequence * has_tokens).sum(), has_tokens.sum()
+    else:
+        raise ValueError(f"unknown aggregation {how!r}")
+    return total / (normaliser if normaliser is not None else count.clamp(min=1))
+
+
+def normaliser_count(mask: torch.Tensor, how: str) -> float:
+    """What ``aggregate`` divides by for this mask: its token count, or its count of non-empty sequences."""
+    return float(mask.sum()) if how == "token" else float((mask.sum(-1) > 0).sum())

@@ -8,7 +8,6 @@ Loss is next-token cross-entropy on the target tokens; AdamW with linear warmup 
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Sequence
@@ -16,6 +15,7 @@ from typing import Sequence
 import torch
 
 from conductor.workflow import Step, Workflow
+from learner.lr_schedule import lr_factor
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,7 @@ def random_workflow_text(num_workers: int, rng: random.Random) -> str:
 
 
 def lr_at(step: int, settings: SftSettings) -> float:
-    if step < settings.warmup_steps:
-        return settings.lr * (step + 1) / settings.warmup_steps
-    progress = (step - settings.warmup_steps) / max(1, settings.steps - settings.warmup_steps)
-    return settings.lr * 0.5 * (1 + math.cos(math.pi * progress))
+    return settings.lr * lr_factor(step, settings.warmup_steps, settings.steps, "cosine")
 
 
 def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,

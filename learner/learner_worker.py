@@ -1,0 +1,254 @@
+"""LearnerWorker: one data-parallel rank of the DeepSpeed ZeRO learner, inside a Ray actor.
+
+Every rank runs the same sequence of collectives, so every method here is called on all ranks at once
+(``LearnerGroup`` does that). Gradient accumulation is DeepSpeed's own, with a fixed number of
+micro-batches per optimizer step; a rank with fewer sequences than micro-batches runs an empty
+(all-masked) micro-batch, so ZeRO-3's parameter gathers stay in step across ranks. Losses are
+normalised by the whole batch's token (or sequence) count and scaled by the world size, so the averaged
+gradient equals the gradient of the whole batch's mean whatever the split.
+
+CPU here: gloo backend, torch AdamW as the client optimizer (no fused/CPU-Adam JIT build) and DeepSpeed's
+shared-memory comm op skipped (another JIT build that only speeds up intra-node CPU collectives). GPU:
+NCCL; the same code.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import ray
+import torch
+
+from conductor.config import LearnerConfig
+from learner.grpo import GrpoSettings, policy_loss
+from learner.lr_schedule import lr_factor
+from learner.train_batch import TrainSequence, collate, split, token_logprobs
+
+EMPTY = TrainSequence(prompt_ids=(0,), completion_ids=(0,), behaviour_logprobs=(0.0,), advantage=0.0)
+
+
+def deepspeed_config(config: LearnerConfig, accumulation_steps: int) -> dict[str, Any]:
+    return {
+        "train_micro_batch_size_per_gpu": config.micro_batch_size,
+        "gradient_accumulation_steps": accumulation_steps,
+        "gradient_clipping": config.grad_clip,
+        "zero_optimization": {"stage": config.zero_stage},
+        "bf16": {"enabled": config.dtype == "bfloat16"},
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 1 << 30,
+        "wall_clock_breakdown": False,
+    }
+
+
+def _skip_shm_comm_build() -> None:
+    """DeepSpeed JIT-compiles a shared-memory comm op at ``init_distributed`` on CPU (30-40 s, 1.6 GB);
+    gloo does not need it. The module's name is shadowed by a function, hence ``sys.modules``."""
+    import deepspeed.comm.torch  # noqa: F401
+
+    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@ray.remote
+class LearnerWorker:
+    def __init__(self, rank: int, world_size: int, master_port: int, model_path: str, config: LearnerConfig,
+                 total_steps: int, accumulation_steps: int, seed: int = 0):
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port))
+        os.environ.setdefault("DS_ACCELERATOR", "cuda" if config.num_gpus_per_rank > 0 else "cpu")
+        import deepspeed
+        from transformers import AutoModelForCausalLM
+
+        self.rank, self.world_size, self.config = rank, world_size, config
+        self.accumulation_steps = accumulation_steps
+        self.zero3 = config.zero_stage == 3
+        random.seed(seed + rank)
+        np.random.seed(seed + rank)
+        torch.manual_seed(seed + rank)
+        _skip_shm_comm_build()
+        deepspeed.init_distributed(dist_backend="nccl" if config.num_gpus_per_rank > 0 else "gloo")
+        ds_config = deepspeed_config(config, accumulation_steps)
+        if self.zero3:
+            from transformers.integrations import HfDeepSpeedConfig
+
+            self._hf_ds_config = HfDeepSpeedConfig(ds_config)  # from_pretrained partitions at load time
+        dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+        self.model_config = model.config
+        self.pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+        optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=tuple(config.betas),
+                                      weight_decay=config.weight_decay)
+        schedule = functools.partial(lr_factor, warmup_steps=config.warmup_steps,
+                                     total_steps=max(1, total_steps * config.mini_batches),
+                                     schedule=config.lr_schedule)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+        self.reference = None
+        if config.kl_coef > 0:
+            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
+            self.reference.requires_grad_(False)
+        self.settings = GrpoSettings(eps_low=config.eps_low, eps_high=config.eps_high, kl_coef=config.kl_coef,
+                                     aggregation=config.aggregation, tis_cap=config.tis_cap)
+        self.steps_done = 0
+        self.sender = None
+
+    def ready(self) -> int:
+        return self.rank
+
+    # -- training ---------------------------------------------------------------------------------------
+
+    def _micro_batches(self, sequences: Sequence[TrainSequence]):
+        return [collate(piece, self.pad_id) if piece else _masked(collate([EMPTY], self.pad_id))
+                for piece in split(list(sequences), self.accumulation_steps)]
+
+    def _forward_logprobs(self, module, batch) -> torch.Tensor:
+        logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        return token_logprobs(logits, batch.input_ids)
+
+    def train_step(self, mini_batches: list[list[TrainSequence]], normalisers: list[float]) -> dict[str, float]:
+        """One training step: an optimizer step per mini-batch. ``normalisers[m]`` is mini-batch m's
+        token (or sequence) count over all ranks."""
+        self.engine.train()
+        prepared = [self._micro_batches(mini) for mini in mini_batches]
+        old = None
+        if len(prepared) > 1:  # several updates on one batch: ratios against the pre-update policy
+            with torch.no_grad():
+                old = [[self._forward_logprobs(self.engine, b) for b in micros] for micros in prepared]
+        totals = {"loss": 0.0, "clip_fraction": 0.0, "mean_ratio": 0.0, "kl": 0.0}
+        micro_count = 0
+        for m, micros in enumerate(prepared):
+            for k, batch in enumerate(micros):
+                logprobs = self._forward_logprobs(self.engine, batch)
+                old_logprobs = old[m][k] if old is not None else logprobs.detach()
+                ref = None
+                if self.reference is not None:
+                    with torch.no_grad():
+                        ref = self._forward_logprobs(self.reference, batch)
+                loss, stats = policy_loss(logprobs, old_logprobs, batch.advantages, batch.completion_mask,
+                                          self.settings, behaviour_logprobs=batch.behaviour_logprobs,
+                                          ref_logprobs=ref, normaliser=max(normalisers[m], 1.0) / self.world_size)
+                self.engine.backward(loss, scale_wrt_gas=False)
+                self.engine.step()
+                totals["loss"] += loss.item() / self.world_size
+                for key in ("clip_fraction", "mean_ratio", "kl"):
+                    totals[key] += stats[key]
+                micro_count += 1
+        self.steps_done += 1
+        for key in ("clip_fraction", "mean_ratio", "kl"):
+            totals[key] /= max(1, micro_count)
+        totals["grad_norm"] = float(self.engine.get_global_grad_norm() or 0.0)
+        totals["lr"] = float(self.scheduler.get_last_lr()[0])
+        return totals
+
+    def logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """The current policy's logprobs of ``completion_ids`` after ``prompt_ids`` (tests, diagnostics)."""
+        self.engine.eval()
+        batch = collate([TrainSequence(tuple(prompt_ids), tuple(completion_ids), (0.0,) * len(completion_ids), 0.0)],
+                        self.pad_id)
+        with torch.no_grad():
+            values = self._forward_logprobs(self.engine, batch)
+        return values[0][batch.completion_mask[0] > 0].tolist()
+
+    # -- checkpoints and export -------------------------------------------------------------------------
+
+    def save_checkpoint(self, directory: str, tag: str, client_state: dict[str, Any]) -> str:
+        state = dict(client_state, learner_steps=self.steps_done)
+        self.engine.save_checkpoint(directory, tag=tag, client_state=state)
+        torch.save(rng_state(), Path(directory, tag, f"rng-rank{self.rank}.pt"))
+        return str(Path(directory, tag))
+
+    def load_checkpoint(self, directory: str, tag: str) -> dict[str, Any]:
+        path, client_state = self.engine.load_checkpoint(directory, tag=tag, load_optimizer_states=True,
+                                                         load_lr_scheduler_states=True)
+        if path is None:
+            raise FileNotFoundError(f"no DeepSpeed checkpoint {tag!r} under {directory}")
+        set_rng_state(torch.load(Path(directory, tag, f"rng-rank{self.rank}.pt"), weights_only=False))
+        self.steps_done = int(client_state.get("learner_steps", 0))
+        return {k: v for k, v in client_state.items() if k != "learner_steps"}
+
+    def export_hf(self, directory: str, tokenizer_from: Optional[str] = None) -> Optional[str]:
+        from learner.hf_export import export_hf
+
+        return export_hf(self.engine.module, self.model_config, directory, self.rank, self.zero3,
+                         self._bucket_bytes(), tokenizer_from)
+
+    def full_state_dict(self) -> Optional[dict[str, torch.Tensor]]:
+        """Every parameter, gathered, on rank 0 (None elsewhere). For tests on tiny models."""
+        from learner.weight_sync import gathered_buckets, parameter_specs
+
+        collected: dict[str, torch.Tensor] = {}
+        for bucket in gathered_buckets(self.engine.module, parameter_specs(self.engine.module), self._bucket_bytes(),
+                                       self.zero3):
+            if self.rank == 0:
+                collected.update({name: tensor.detach().clone() for name, tensor in bucket})
+        return collected if self.rank == 0 else None
+
+    # -- weight sync (learner/weight_sync.py) --------------------------------------------------------
+
+    def _bucket_bytes(self) -> int:
+        return int(self.config.sync_bucket_mb * 2**20)
+
+    def weight_plan(self) -> list[list[tuple[str, tuple[int, ...], str]]]:
+        from learner.weight_sync import bucket_plan, parameter_specs
+
+        return bucket_plan(parameter_specs(self.engine.module), self._bucket_bytes())
+
+    def rendezvous_address(self) -> tuple[str, int]:
+        from learner.weight_sync import free_port
+
+        host = ray.util.get_node_ip_address()
+        return host, free_port(host)
+
+    def connect_sender(self, transport: str, engines: Any = None, group_address: Optional[tuple[str, int]] = None,
+                       group_size: int = 0) -> bool:
+        """Rank 0 holds the sending side: the engines' handles (object store) or a process group spanning
+        itself and the engines' workers (collective; blocks until every engine worker joins)."""
+        from learner.weight_sync import CollectiveSender, ObjectStoreSender, WeightGroup
+
+        if self.rank != 0:
+            return False
+        if transport == "object_store":
+            self.sender = ObjectStoreSender(engines)
+        else:
+            backend = "nccl" if self.config.num_gpus_per_rank > 0 else "gloo"
+            self.sender = CollectiveSender(WeightGroup.open(backend, group_address[0], group_address[1], 0,
+                                                            group_size))
+        return True
+
+    def push_weights(self, version: int) -> int:
+        """Gather parameters bucket by bucket (all ranks) and send each from rank 0."""
+        from learner.weight_sync import gathered_buckets, parameter_specs
+
+        for bucket in gathered_buckets(self.engine.module, parameter_specs(self.engine.module), self._bucket_bytes(),
+                                       self.zero3):
+            if self.rank == 0:
+                self.sender.send(bucket)
+        if self.rank == 0:
+            self.sender.finish(version)
+        return version
+
+
+def _masked(batch):
+    """An all-masked micro-batch: it runs forward and backward (keeping collectives in step) but adds
+    nothing to the gradient."""
+    batch.completion_mask.zero_()
+    return batch

@@ -1,0 +1,115 @@
+"""From scored rollout records to the learner's tensors.
+
+Records with ``infra_error`` (reward None) are dropped first: a worker outage says nothing about the
+workflow. Advantages are group-normalised over what remains of each group; a group whose rewards are all
+equal carries no signal and is dropped when ``filter_zero_spread`` is on (its advantages are 0 either
+way, so it would only cost compute). Token ids and behaviour logprobs are the engine's, untouched.
+
+Ranks get whole sequences, dealt longest-first round-robin so their padded work is even; each rank's
+share is then cut into mini-batches (one optimizer step each) of micro-batches (one forward each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import torch
+
+from conductor.rollout_record import RolloutRecord
+from learner.grpo import group_advantages
+
+
+@dataclass(frozen=True)
+class TrainSequence:
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    behaviour_logprobs: tuple[float, ...]
+    advantage: float
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    rollouts: int
+    infra_errors: int
+    groups: int
+    zero_spread_groups: int
+    sequences: int
+    completion_tokens: int
+
+
+@dataclass
+class MicroBatch:
+    """Right-padded ``input_ids``; ``completion_mask`` marks positions t whose token ``input_ids[t + 1]``
+    is a completion token, so ``logits[:, t]`` scores it (the shift is done here, once)."""
+
+    input_ids: torch.Tensor          # [B, T] long
+    attention_mask: torch.Tensor     # [B, T] long
+    completion_mask: torch.Tensor    # [B, T - 1] float
+    behaviour_logprobs: torch.Tensor  # [B, T - 1] float, 0 outside the mask
+    advantages: torch.Tensor         # [B] float
+
+
+def build_sequences(records: Iterable[RolloutRecord], eps: float = 1e-6,
+                    filter_zero_spread: bool = True) -> tuple[list[TrainSequence], BatchStats]:
+    records = list(records)
+    scored = [r for r in records if r.infra_error is None and r.reward is not None]
+    groups: dict[str, list[RolloutRecord]] = {}
+    for record in scored:
+        groups.setdefault(record.group_id, []).append(record)
+    sequences, zero_spread = [], 0
+    for members in groups.values():
+        advantages = group_advantages([r.reward for r in members], eps)
+        if all(a == 0.0 for a in advantages):
+            zero_spread += 1
+            if filter_zero_spread:
+                continue
+        for record, advantage in zip(members, advantages):
+            if not record.completion_token_ids:
+                continue
+            sequences.append(TrainSequence(tuple(record.prompt_token_ids), tuple(record.completion_token_ids),
+                                           tuple(record.completion_logprobs), advantage))
+    stats = BatchStats(rollouts=len(records), infra_errors=len(records) - len(scored), groups=len(groups),
+                       zero_spread_groups=zero_spread, sequences=len(sequences),
+                       completion_tokens=sum(len(s.completion_ids) for s in sequences))
+    return sequences, stats
+
+
+def shard(sequences: Sequence[TrainSequence], ranks: int) -> list[list[TrainSequence]]:
+    """Longest-first round-robin: every rank gets a similar number of sequences and of tokens."""
+    order = sorted(sequences, key=lambda s: len(s.prompt_ids) + len(s.completion_ids), reverse=True)
+    return [order[rank::ranks] for rank in range(ranks)]
+
+
+def split(items: Sequence, parts: int) -> list[list]:
+    """``parts`` contiguous, near-equal pieces (some may be empty when there are fewer items)."""
+    size, extra = divmod(len(items), parts)
+    pieces, start = [], 0
+    for index in range(parts):
+        end = start + size + (1 if index < extra else 0)
+        pieces.append(list(items[start:end]))
+        start = end
+    return pieces
+
+
+def collate(sequences: Sequence[TrainSequence], pad_id: int) -> MicroBatch:
+    width = max(len(s.prompt_ids) + len(s.completion_ids) for s in sequences)
+    rows = len(sequences)
+    input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((rows, width), dtype=torch.long)
+    mask = torch.zeros((rows, width - 1), dtype=torch.float32)
+    behaviour = torch.zeros((rows, width - 1), dtype=torch.float32)
+    for row, s in enumerate(sequences):
+        prompt, completion = len(s.prompt_ids), len(s.completion_ids)
+        input_ids[row, :prompt + completion] = torch.tensor(s.prompt_ids + s.completion_ids)
+        attention[row, :prompt + completion] = 1
+        mask[row, prompt - 1:prompt - 1 + completion] = 1.0
+        behaviour[row, prompt - 1:prompt - 1 + completion] = torch.tensor(s.behaviour_logprobs)
+    advantages = torch.tensor([s.advantage for s in sequences], dtype=torch.float32)
+    return MicroBatch(input_ids, attention, mask, behaviour, advantages)
+
+
+def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """log p(input_ids[:, t + 1] | prefix) for every t: shape [B, T - 1], computed in float32."""
+    logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logprobs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)

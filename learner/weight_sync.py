@@ -1,0 +1,209 @@
+"""Weight sync: learner → every engine replica, versioned. One interface, two transports.
+
+``WeightSync(learners, engines, transport).push(version)``:
+  1. every learner rank walks the same bucket plan (parameters grouped up to ``sync_bucket_mb``); under
+     ZeRO-3 each bucket is gathered (``GatheredParameters``) and released before the next, so no rank
+     ever holds the whole model at once;
+  2. rank 0 sends each bucket through the transport:
+     - ``object_store``: safetensors bytes → Ray object store → each engine's ``load_weights``
+       (``reload_weights`` in place; verified on CPU and the path to use when engines and learners
+       share no network fabric);
+     - ``collective``: one flat tensor per bucket broadcast over a process group of learner rank 0
+       (rank 0 of the group) and every engine worker (ranks 1..): NCCL on GPU, gloo on CPU — the same
+       code, so the logic is tested here; each engine worker unflattens by the plan and reloads;
+  3. the engines record ``version``; every rollout they generate afterwards carries it.
+The group is stateless (its own TCP store), so it coexists with the learners' DeepSpeed group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import socket
+from typing import Any, Iterator, Sequence
+
+import torch
+
+ParamSpec = tuple[str, tuple[int, ...], str]  # name, full shape, dtype name ("float32")
+Bucket = list[tuple[str, torch.Tensor]]
+
+
+def parameter_specs(module: torch.nn.Module) -> list[ParamSpec]:
+    """Names, full shapes (``ds_shape`` under ZeRO-3, where the local tensor is a shard) and dtypes."""
+    specs = []
+    for name, param in module.named_parameters():
+        shape = tuple(getattr(param, "ds_shape", param.shape))
+        specs.append((name, tuple(int(d) for d in shape), str(param.dtype).removeprefix("torch.")))
+    return specs
+
+
+def bucket_plan(specs: Sequence[ParamSpec], bucket_bytes: int) -> list[list[ParamSpec]]:
+    """Consecutive parameters of one dtype grouped while a bucket stays within ``bucket_bytes`` (a
+    larger parameter gets a bucket of its own)."""
+    buckets: list[list[ParamSpec]] = [[]]
+    size = 0
+    for spec in specs:
+        nbytes = _numel(spec[1]) * torch.empty((), dtype=_dtype(spec[2])).element_size()
+        if buckets[-1] and (size + nbytes > bucket_bytes or buckets[-1][-1][2] != spec[2]):
+            buckets.append([])
+            size = 0
+        buckets[-1].append(spec)
+        size += nbytes
+    return [b for b in buckets if b]
+
+
+def gathered_buckets(module: torch.nn.Module, specs: Sequence[ParamSpec], bucket_bytes: int,
+                     zero3: bool) -> Iterator[Bucket]:
+    """Full parameters, one bucket at a time (a collective under ZeRO-3: every rank must iterate)."""
+    params = dict(module.named_parameters())
+    for bucket in bucket_plan(specs, bucket_bytes):
+        tensors = [params[name] for name, _, _ in bucket]
+        context = contextlib.nullcontext()
+        if zero3:
+            import deepspeed
+
+            context = deepspeed.zero.GatheredParameters(tensors, modifier_rank=None)
+        with context:
+            yield [(name, tensor.data) for (name, _, _), tensor in zip(bucket, tensors)]
+
+
+def flatten(bucket: Bucket) -> torch.Tensor:
+    dtypes = {t.dtype for _, t in bucket}
+    if len(dtypes) != 1:
+        raise ValueError(f"a bucket must hold one dtype, got {sorted(map(str, dtypes))}")
+    return torch.cat([t.detach().reshape(-1) for _, t in bucket])
+
+
+def unflatten(flat: torch.Tensor, specs: Sequence[ParamSpec]) -> Bucket:
+    out, offset = [], 0
+    for name, shape, _ in specs:
+        count = _numel(shape)
+        out.append((name, flat[offset:offset + count].view(shape)))
+        offset += count
+    if offset != flat.numel():
+        raise ValueError(f"bucket plan covers {offset} elements, the tensor has {flat.numel()}")
+    return out
+
+
+class WeightGroup:
+    """A process group of its own (learner rank 0 + engine workers), independent of any default group."""
+
+    def __init__(self, broadcast_fn: Any, closer: Any = None):
+        self._broadcast, self._close = broadcast_fn, closer
+
+    @classmethod
+    def open(cls, backend: str, host: str, port: int, rank: int, world_size: int,
+             timeout_s: float = 300.0) -> "WeightGroup":
+        if backend == "gloo":
+            store = torch.distributed.TCPStore(host, port, world_size, is_master=rank == 0,
+                                               timeout=dt.timedelta(seconds=timeout_s))
+            group = torch.distributed.ProcessGroupGloo(store, rank, world_size, dt.timedelta(seconds=timeout_s))
+
+            def broadcast(tensor: torch.Tensor, src: int) -> None:
+                options = torch.distributed.BroadcastOptions()
+                options.rootRank = src
+                group.broadcast([tensor], options).wait()
+
+            return cls(broadcast, None)
+        if backend == "nccl":  # GPU only: vLLM's stateless group + its NCCL wrapper (not runnable here)
+            from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
+            from vllm.distributed.utils import StatelessProcessGroup
+
+            group = StatelessProcessGroup.create(host=host, port=port, rank=rank, world_size=world_size)
+            communicator = PyNcclCommunicator(group, device=torch.cuda.current_device())
+
+            def broadcast(tensor: torch.Tensor, src: int) -> None:
+                communicator.broadcast(tensor, src=src, stream=torch.cuda.current_stream())
+                torch.cuda.current_stream().synchronize()
+
+            return cls(broadcast, None)
+        raise ValueError(f"unknown weight-group backend {backend!r}")
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> None:
+        self._broadcast(tensor, src)
+
+
+def receive_bucket(group: WeightGroup, specs: Sequence[ParamSpec], device: str = "cpu") -> Bucket:
+    """The engine side of one collective bucket."""
+    flat = torch.empty(sum(_numel(s[1]) for s in specs), dtype=_dtype(specs[0][2]), device=device)
+    group.broadcast(flat, src=0)
+    return unflatten(flat, specs)
+
+
+class ObjectStoreSender:
+    def __init__(self, engines: Sequence[Any]):
+        self.engines = list(engines)
+
+    def send(self, bucket: Bucket) -> None:
+        import ray
+        from safetensors.torch import save
+
+        reference = ray.put(save({name: tensor.contiguous() for name, tensor in bucket}))
+        ray.get([engine.load_weights.remote(reference) for engine in self.engines])
+
+    def finish(self, version: int) -> None:
+        import ray
+
+        ray.get([engine.set_version.remote(version) for engine in self.engines])
+
+
+class CollectiveSender:
+    def __init__(self, group: WeightGroup):
+        self.group = group
+
+    def send(self, bucket: Bucket) -> None:
+        self.group.broadcast(flatten(bucket).contiguous(), src=0)
+
+    def finish(self, version: int) -> None:
+        """Engines take ``version`` from their own ``receive_weights`` call."""
+
+
+class WeightSync:
+    """Driver side: ``connect`` once, then ``push(version)`` after every optimizer step."""
+
+    def __init__(self, learners: Any, engines: Any, transport: str, timeout_s: float = 600.0):
+        import ray
+
+        self.learners, self.engines, self.transport, self.timeout_s = learners, engines, transport, timeout_s
+        if transport == "object_store":
+            ray.get(learners.connect_sender("object_store", engines=engines.engines), timeout=timeout_s)
+        elif transport == "collective":
+            plan = learners.weight_plan()
+            host, port = learners.rendezvous_address()
+            world = 1 + len(engines.engines)
+            joins = [engine.open_weight_group.remote(host, port, 1 + i, world, plan, learners.backend)
+                     for i, engine in enumerate(engines.engines)]
+            ray.get([learners.connect_sender("collective", group_address=(host, port), group_size=world)] + joins,
+                    timeout=timeout_s)
+        else:
+            raise ValueError(f"unknown weight-sync transport {transport!r}")
+
+    def push(self, version: int) -> list[int]:
+        """Send the learners' weights to every engine; returns the engines' versions afterwards."""
+        import ray
+
+        receives = []
+        if self.transport == "collective":
+            receives = [engine.receive_weights.remote(version) for engine in self.engines.engines]
+        ray.get(self.learners.push_weights(version) + receives, timeout=self.timeout_s)
+        versions = self.engines.versions()
+        if any(v != version for v in versions):
+            raise RuntimeError(f"weight sync to version {version} left engines at versions {versions}")
+        return versions
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
