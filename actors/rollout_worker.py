@@ -9,7 +9,7 @@ import ray
 
 from conductor.config import Config
 from conductor.replay_store import ReplayStore
-from conductor.rollout import RolloutRunner
+from conductor.rollout import RolloutRunner, SamplingSettings
 from conductor.rollout_record import RolloutRecord
 from conductor.tasks.task import Task
 
@@ -27,8 +27,9 @@ class RolloutWorker:
         self.store = (ReplayStore(store_path, storage_options=config.rollout.storage_options or None)
                       if store_path else None)
 
-    async def run(self, tasks: list[Task], write: bool = True) -> list[RolloutRecord]:
-        records = await self.runner.run(tasks)
+    async def run(self, tasks: list[Task], write: bool = True, group_size: Optional[int] = None,
+                  sampling: Optional[SamplingSettings] = None) -> list[RolloutRecord]:
+        records = await self.runner.run(tasks, group_size, sampling)
         if write and self.store is not None:
             self.store.write(records)
         return records

@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from conductor.config import Config, config_from_cli
 from conductor.rollout_record import RolloutRecord
+from conductor.rollout_summary import summarise
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks import Task, load_tasks
@@ -41,17 +42,6 @@ def policy_path(config: Config) -> str:
 
     return str(build_tiny_policy(Path("runs") / config.run_name / "policy",
                                  TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed)))
-
-
-def summarise(records: list[RolloutRecord]) -> dict[str, float]:
-    scored = [r for r in records if r.infra_error is None]
-    count = max(1, len(scored))
-    return {"rollouts": len(records), "infra_errors": len(records) - len(scored),
-            "format_rate": sum(r.format_ok for r in scored) / count,
-            "accuracy": sum(r.correct for r in scored) / count,
-            "mean_reward": sum(r.reward or 0.0 for r in scored) / count,
-            "steps_per_workflow": sum(len(r.steps) for r in scored if r.format_ok) / max(1, sum(r.format_ok for r in scored)),
-            "cost_usd_per_rollout": sum(r.cost_usd for r in records) / max(1, len(records))}
 
 
 def run(config: Config, console: Console) -> dict[str, float]:

@@ -210,6 +210,7 @@ class SftConfig(Section):
     lr: float = Field(default=3e-3, gt=0)
     warmup_steps: int = Field(default=20, ge=0)
     prompts: int = Field(default=64, ge=1, description="distinct training prompts the examples are built on")
+    two_step_fraction: float = Field(default=0.3, ge=0, le=1, description="share of two-step example workflows")
 
 
 class LearnerConfig(Section):

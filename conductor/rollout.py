@@ -50,6 +50,12 @@ class Generator(Protocol):
     async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]: ...
 
 
+def chat_ids(tokenizer: Any, messages: Messages) -> list[int]:
+    """The policy's chat template applied, generation prompt added, as token ids."""
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # a BatchEncoding in transformers 5
+
+
 class RolloutRunner:
     def __init__(self, config: Config, tokenizer: Any, generator: Generator, pool: WorkerPoolClient, seed: int = 0):
         self.config = config
@@ -70,18 +76,23 @@ class RolloutRunner:
         return Roster.random_subset(workers, size, self.rng) if size else Roster.full(workers)
 
     def prompt_ids(self, messages: Messages) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # a BatchEncoding in transformers 5
+        return chat_ids(self.tokenizer, messages)
 
-    async def run(self, tasks: list[Task]) -> list[RolloutRecord]:
-        """G rollouts for each task; one generation call for the whole batch."""
+    def task_prompt_ids(self, task: Task, roster: Roster) -> list[int]:
+        return self.prompt_ids(conductor_messages(task.prompt, roster, self.fewshot,
+                                                  max_steps=self.config.executor.max_steps,
+                                                  show_prices=self.config.prompt.show_prices))
+
+    async def run(self, tasks: list[Task], group_size: Optional[int] = None,
+                  sampling: Optional[SamplingSettings] = None) -> list[RolloutRecord]:
+        """G rollouts for each task (``group_size``/``sampling`` override the config, e.g. greedy
+        evaluation with one sample); one generation call for the whole batch."""
+        group_size = group_size or self.config.rollout.group_size
         rosters = [self.roster() for _ in tasks]
-        prompts = [self.prompt_ids(conductor_messages(t.prompt, r, self.fewshot, max_steps=self.config.executor.max_steps,
-                                                      show_prices=self.config.prompt.show_prices))
-                   for t, r in zip(tasks, rosters)]
+        prompts = [self.task_prompt_ids(t, r) for t, r in zip(tasks, rosters)]
         started = time.perf_counter()
-        groups = await self.generator.generate(prompts, self.config.rollout.group_size, self.sampling)
-        generation_s = (time.perf_counter() - started) / max(1, len(tasks) * self.config.rollout.group_size)
+        groups = await self.generator.generate(prompts, group_size, sampling or self.sampling)
+        generation_s = (time.perf_counter() - started) / max(1, len(tasks) * group_size)
         jobs = []
         for task, roster, samples in zip(tasks, rosters, groups):
             group_id = uuid.uuid4().hex

@@ -24,13 +24,14 @@ class SftSettings:
     batch_size: int = 32
     lr: float = 3e-3
     warmup_steps: int = 20
+    two_step_fraction: float = 0.3  # share of targets with a second, checking step
     seed: int = 0
 
 
-def random_workflow_text(num_workers: int, rng: random.Random) -> str:
+def random_workflow_text(num_workers: int, rng: random.Random, two_step_fraction: float = 0.3) -> str:
     """A short valid workflow with random workers: the format to imitate."""
     steps = [Step(rng.randrange(num_workers), "Solve the question and give the final answer in the requested format.", ())]
-    if rng.random() < 0.3:
+    if rng.random() < two_step_fraction:
         steps.append(Step(rng.randrange(num_workers), "Check the answer above and give the final answer.", "all"))
     return Workflow(tuple(steps)).render()
 
@@ -53,7 +54,7 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
         rows = []
         for _ in range(settings.batch_size):
             prompt = list(rng.choice(prompts))
-            target = tokenizer(random_workflow_text(num_workers, rng), add_special_tokens=False)["input_ids"] + [end]
+            target = tokenizer(random_workflow_text(num_workers, rng, settings.two_step_fraction), add_special_tokens=False)["input_ids"] + [end]
             rows.append((prompt, target))
         width = max(len(p) + len(t) for p, t in rows)
         ids = torch.full((len(rows), width), pad, dtype=torch.long)

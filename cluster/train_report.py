@@ -1,0 +1,85 @@
+"""What a training run shows and leaves behind: the per-step log line, Ray dashboard gauges, the final
+table, the reward-curve PNG and ``summary.json`` (read by other tools: keep its keys stable)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.table import Table
+
+LOG_FIELDS = (  # (key, label, format)
+    ("mean_reward", "reward", "{:.3f}"), ("accuracy", "pass", "{:.2f}"), ("format_rate", "format", "{:.2f}"),
+    ("steps_per_workflow", "steps/wf", "{:.2f}"), ("conductor_tokens_per_rollout", "tok", "{:.0f}"),
+    ("worker_tokens_per_rollout", "wtok", "{:.0f}"), ("cost_usd_per_rollout", "$", "{:.5f}"),
+    ("loss", "loss", "{:+.4f}"), ("grad_norm", "gnorm", "{:.3f}"), ("lr", "lr", "{:.1e}"),
+    ("rollout_s", "rollout", "{:.1f}s"), ("train_s", "train", "{:.1f}s"), ("sync_s", "sync", "{:.2f}s"),
+)
+GAUGES = ("mean_reward", "accuracy", "format_rate", "steps_per_workflow", "cost_usd_per_rollout", "step_s")
+
+
+def log_line(row: dict[str, Any]) -> str:
+    parts = [f"step {row['step']:>4} v{row['version']:<4}"]
+    parts += [f"{label} {fmt.format(row[key])}" for key, label, fmt in LOG_FIELDS if key in row]
+    if row.get("infra_errors"):
+        parts.append(f"infra {row['infra_errors']}")
+    return " | ".join(parts)
+
+
+class DashboardMetrics:
+    """Gauges on the Ray dashboard / Prometheus endpoint (``ray_conductor_train_*``)."""
+
+    def __init__(self, run_name: str):
+        from ray.util import metrics
+
+        self.tags = {"run": run_name}
+        self.gauges = {key: metrics.Gauge(f"conductor_train_{key}", f"training: {key} of the last step",
+                                          tag_keys=("run",)) for key in GAUGES + ("val_accuracy", "policy_version")}
+
+    def update(self, values: dict[str, Any]) -> None:
+        for key, gauge in self.gauges.items():
+            if key in values:
+                gauge.set(float(values[key]), tags=self.tags)
+
+
+def results_table(summary: dict[str, Any]) -> Table:
+    table = Table(title=f"held-out accuracy ({summary['heldout_questions']} questions)")
+    table.add_column("policy")
+    table.add_column("accuracy", justify="right")
+    table.add_row("trained Conductor", f"{summary['heldout_accuracy']:.3f}")
+    for worker, value in summary["single_worker_accuracy"].items():
+        table.add_row(f"single worker: {worker}", f"{value:.3f}")
+    table.add_row("random router", f"{summary['random_router_accuracy']:.3f}")
+    table.add_row("margin over best single", f"{summary['margin_over_best_single']:+.3f}")
+    return table
+
+
+def write_plot(history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]], baselines: dict[str, float],
+               path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    steps = [row["step"] for row in history]
+    axis.plot(steps, [row["mean_reward"] for row in history], label="mean reward (sampled)", alpha=0.5)
+    axis.plot(steps, [row["accuracy"] for row in history], label="pass rate (sampled)", alpha=0.5)
+    if evals:
+        axis.plot([e["step"] for e in evals], [e["val_accuracy"] for e in evals], "o-", label="validation accuracy")
+    axis.axhline(baselines["best_single"], linestyle="--", color="gray", label="best single worker (held-out)")
+    axis.axhline(baselines["random"], linestyle=":", color="gray", label="random router (held-out)")
+    axis.set_xlabel("GRPO step")
+    axis.set_ylim(0, 1.02)
+    axis.legend(loc="lower right", fontsize=8)
+    axis.set_title("Conductor training")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True))
+    return path

@@ -1,0 +1,62 @@
+"""Fixed routers to compare a trained Conductor against: every question to worker k (one baseline per
+worker; the best of them is "the best single worker"), and every question to a uniformly random worker.
+
+They are generators (the ``Generator`` protocol of conductor/rollout.py) that write a one-step workflow
+instead of sampling one, so they run through exactly the same prompt, executor, pool and verifier as the
+policy, and their accuracies are comparable with its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Callable, Sequence
+
+from conductor.config import Config
+from conductor.pool import WorkerPoolClient
+from conductor.rollout import RolloutRunner, Sample, SamplingSettings
+from conductor.rollout_summary import summarise
+from conductor.tasks.task import Task
+from conductor.workflow import Step, Workflow
+
+SUBTASK = "Solve the question and give the final answer in the requested format."
+
+
+class FixedRouter:
+    def __init__(self, choose: Callable[[], int]):
+        self.choose = choose
+
+    async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
+        return [[Sample(prompt_token_ids=list(prompt), token_ids=[], logprobs=[],
+                        text=Workflow((Step(self.choose(), SUBTASK, ()),)).render(), finish_reason="stop",
+                        policy_version=-1) for _ in range(n)] for prompt in prompts]
+
+
+async def evaluate_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any, pool: WorkerPoolClient,
+                             seed: int = 0) -> dict[str, float]:
+    """Accuracy of each single worker (keyed by worker id) and of the random router (key ``random``),
+    on the full roster in its configured order."""
+    config = config.model_copy(update={"pool": config.pool.model_copy(update={"subset_size": None})})
+    workers = config.pool.workers
+    rng = random.Random(seed)
+    routers = {worker.id: FixedRouter(lambda index=index: index) for index, worker in enumerate(workers)}
+    routers["random"] = FixedRouter(lambda: rng.randrange(len(workers)))
+    results = {}
+    for name, router in routers.items():
+        runner = RolloutRunner(config, tokenizer, router, pool, seed=seed)
+        results[name] = summarise(await runner.run(list(tasks), group_size=1))["accuracy"]
+    return results
+
+
+def run_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0) -> dict[str, float]:
+    """``evaluate_baselines`` over an in-process pool (the same providers and limits as the config)."""
+    from conductor.local_pool import LocalPool
+
+    async def main() -> dict[str, float]:
+        pool = LocalPool(config.pool, seed=seed)
+        try:
+            return await evaluate_baselines(config, tasks, tokenizer, pool, seed)
+        finally:
+            await pool.close()
+
+    return asyncio.run(main())
