@@ -1,4 +1,5 @@
-# Two commands on a fresh machine: `make demo` (the main job) and `make test`.
+# On a fresh machine: `make train` (the main job: train a Conductor on the simulated toy pool),
+# `make demo` (one question through a scripted pool) and `make test`.
 # Both create and reuse .venv; it is rebuilt when pyproject.toml changes.
 PYTHON_BOOTSTRAP ?= python3
 VENV ?= .venv
@@ -14,7 +15,7 @@ export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: demo test test-fast venv clean
+.PHONY: train demo test test-fast venv clean
 
 venv: $(STAMP)
 
@@ -26,6 +27,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q -e ".[cpu,test]"
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
 	touch $(STAMP)
+
+train: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m cluster.train --config configs/train-toy.yaml $(if $(ARGS),$(ARGS),)
 
 demo: $(STAMP)
 	@mkdir -p $(TMPDIR)

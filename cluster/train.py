@@ -60,7 +60,7 @@ def warm_start_policy(config: Config, run_dir: Path, train_tasks: list, console:
     started = time.time()
     settings = SftSettings(steps=config.sft.steps, batch_size=config.sft.batch_size, lr=config.sft.lr,
                            warmup_steps=config.sft.warmup_steps, two_step_fraction=config.sft.two_step_fraction,
-                           seed=config.seed)
+                           prompt_loss=config.sft.prompt_loss, seed=config.seed)
     losses = sft_warm_start(model, tokenizer, prompts, len(config.pool.workers), settings)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

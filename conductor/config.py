@@ -194,6 +194,7 @@ class RolloutConfig(Section):
     top_p: float = Field(default=1.0, gt=0, le=1)
     max_new_tokens: int = Field(default=256, ge=1)
     recursive_fraction: float = Field(default=0.0, ge=0, le=1, description="share of samples given a recursive round")
+    truncation_is_format_error: bool = Field(default=True, description="a completion cut at max_new_tokens scores as a format error")
     max_concurrent_episodes: int = Field(default=64, ge=1)
     questions_per_batch: int = Field(default=4, ge=1, description="questions per generation call")
     workers: int = Field(default=1, ge=1, description="RolloutWorker actors")
@@ -211,6 +212,7 @@ class SftConfig(Section):
     warmup_steps: int = Field(default=20, ge=0)
     prompts: int = Field(default=64, ge=1, description="distinct training prompts the examples are built on")
     two_step_fraction: float = Field(default=0.3, ge=0, le=1, description="share of two-step example workflows")
+    prompt_loss: bool = Field(default=True, description="also train on the prompt tokens (the model learns to read them)")
 
 
 class LearnerConfig(Section):
@@ -229,6 +231,7 @@ class LearnerConfig(Section):
     grad_clip: float = Field(default=1.0, gt=0)
     micro_batch_size: int = Field(default=16, ge=1, description="sequences per forward pass per rank")
     mini_batches: int = Field(default=1, ge=1, description="optimizer steps per training step")
+    gradient_checkpointing: bool = Field(default=False, description="recompute activations (large models)")
     eps_low: float = Field(default=0.2, ge=0, lt=1)
     eps_high: float = Field(default=0.2, ge=0)
     kl_coef: float = Field(default=0.0, ge=0, description="> 0 keeps a frozen reference model")

@@ -16,7 +16,7 @@ from conductor.executor import WorkflowExecutor
 from conductor.prompts import FewShotExample, Messages, recursive_messages
 from conductor.roster import Roster
 from conductor.trace import RoundTrace, StepTrace
-from conductor.workflow import WorkflowParseError, parse_workflow
+from conductor.workflow import ParseFailure, WorkflowParseError, parse_workflow
 
 ConductorFn = Callable[[Messages], Awaitable[str]]
 
@@ -52,7 +52,9 @@ class EpisodeRunner:
         self.show_prices = show_prices
 
     async def run(self, question: str, roster: Roster, root_text: str, *, recursive_rounds: int = 0,
-                  conductor: Optional[ConductorFn] = None) -> EpisodeResult:
+                  conductor: Optional[ConductorFn] = None, root_truncated: bool = False) -> EpisodeResult:
+        """``root_truncated``: the root completion hit the token limit; it is a format error unexecuted
+        (otherwise a policy learns to stop ending its turns, and trailing noise dilutes the gradient)."""
         if recursive_rounds and conductor is None:
             raise ValueError("recursive rounds need a conductor callable")
         episode = EpisodeResult()
@@ -66,6 +68,9 @@ class EpisodeRunner:
                 text = await conductor(messages)
             trace = RoundTrace(round=round_index, conductor_text=text)
             episode.rounds.append(trace)
+            if round_index == 0 and root_truncated:
+                trace.parse_error, trace.parse_detail = ParseFailure.TRUNCATED, "no end-of-turn within the token limit"
+                return episode
             try:
                 workflow = parse_workflow(text, num_workers=len(roster), max_steps=self.max_steps,
                                           recursive_round=round_index > 0)

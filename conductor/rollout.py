@@ -109,8 +109,10 @@ class RolloutRunner:
                    generation_s: float) -> RolloutRecord:
         async with self.limit:
             started = time.perf_counter()
+            truncated = self.config.rollout.truncation_is_format_error and sample.finish_reason == "length"
             episode = await self.episodes.run(task.prompt, roster, sample.text, recursive_rounds=rounds,
-                                              conductor=self._recursive_turn if rounds else None)
+                                              conductor=self._recursive_turn if rounds else None,
+                                              root_truncated=truncated)
             workers_s = time.perf_counter() - started
             started = time.perf_counter()
             correct = False

@@ -45,6 +45,7 @@ class ParseFailure(str, Enum):
     SELF_REFERENCE = "self_reference"
     EMPTY_WORKFLOW = "empty_workflow"
     TEXT_TOO_LONG = "text_too_long"
+    TRUNCATED = "truncated"  # the completion hit the token limit before its end-of-turn
 
 
 class WorkflowParseError(ValueError):

@@ -93,6 +93,8 @@ class LearnerWorker:
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
         self.model_config = model.config
+        if config.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=tuple(config.betas),
                                       weight_decay=config.weight_decay)

@@ -2,8 +2,10 @@
 parse (a random policy's rewards are all 0, its advantages all 0, and nothing is learned).
 
 Targets are valid workflows with uniformly random worker ids (the format, not a routing preference).
-Loss is next-token cross-entropy on the target tokens; AdamW with linear warmup then cosine decay
-(the design's measured recipe: lr 3e-3, 20 warmup steps).
+Loss is next-token cross-entropy on the target tokens, and by default on the prompt tokens too: a
+model trained only on targets whose worker ids are random learns to ignore the question, and RL then
+has no features to route on. AdamW with linear warmup then cosine decay (the design's measured recipe:
+lr 3e-3, 20 warmup steps).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class SftSettings:
     lr: float = 3e-3
     warmup_steps: int = 20
     two_step_fraction: float = 0.3  # share of targets with a second, checking step
+    prompt_loss: bool = True  # next-token loss on the prompt too: features of the question, not only the format
     seed: int = 0
 
 
@@ -63,7 +66,8 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
         for i, (prompt, target) in enumerate(rows):
             sequence = prompt + target
             ids[i, :len(sequence)] = torch.tensor(sequence)
-            labels[i, len(prompt):len(sequence)] = torch.tensor(target)
+            start = 0 if settings.prompt_loss else len(prompt)
+            labels[i, start:len(sequence)] = torch.tensor(sequence[start:])
             mask[i, :len(sequence)] = 1
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, settings)

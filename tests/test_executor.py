@@ -8,7 +8,7 @@ from conductor.episode import EpisodeRunner
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.scripted_pool import ScriptedPool
-from conductor.workflow import ALL, Step, Workflow, parse_workflow
+from conductor.workflow import ALL, ParseFailure, Step, Workflow, parse_workflow
 
 ROSTER = Roster.full([WorkerSpec(id=f"w{i}", description=f"worker {i}") for i in range(3)])
 
@@ -131,3 +131,11 @@ def test_infra_error_in_episode_is_flagged_not_answered():
 def test_recursion_needs_a_conductor():
     with pytest.raises(ValueError):
         run(runner(echo_pool()).run("q", ROSTER, ROOT, recursive_rounds=1))
+
+
+def test_truncated_root_completion_is_a_format_error_and_never_executed():
+    pool = echo_pool()
+    episode = run(runner(pool).run("q", ROSTER, ROOT, root_truncated=True))
+    assert not episode.format_ok and episode.rounds[0].parse_error == ParseFailure.TRUNCATED
+    assert not pool.calls and episode.answer is None
+    assert run(runner(echo_pool()).run("q", ROSTER, ROOT)).format_ok  # the same text, finished, is fine
