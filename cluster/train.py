@@ -225,6 +225,9 @@ def roll_back(checkpoints: Checkpoints, learners: Any, sync: Any, state: TrainSt
 
 def main(argv: list[str] | None = None) -> int:
     config = config_from_cli(argv, default_config="configs/train-toy.yaml", description=__doc__)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the log is one line per step
     summary = train(config, Console(soft_wrap=True))
     return 0 if summary["heldout_format_rate"] > 0 else 1
 
