@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -56,7 +57,7 @@ def run(config: Config, console: Console) -> dict[str, float]:
         if not config.pool.workers:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
             config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
-        ray.init(address=None, ignore_reinit_error=True, log_to_driver=False)
+        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
         engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine))
         workers = [RolloutWorker.remote(config, model, engines, store_path, config.seed + i)

@@ -12,6 +12,7 @@ leaves is under ``runs/<run_name>/``: rollouts (replay store), checkpoints, the 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import sys
 import time
@@ -109,7 +110,7 @@ def train(config: Config, console: Console) -> dict[str, Any]:
         console.print(f"held-out baselines: best single {best_single:.3f}, random router {random_router:.3f}")
 
         # 2. The cluster: engines, rollout workers, learners, weight sync.
-        ray.init(address=None, ignore_reinit_error=True, log_to_driver=False)
+        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
         store_path = config.rollout.store_path.format(run_name=config.run_name)
         store = ReplayStore(store_path, storage_options=config.rollout.storage_options or None)
@@ -228,8 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the log is one line per step
-    summary = train(config, Console(soft_wrap=True))
-    return 0 if summary["heldout_format_rate"] > 0 else 1
+    console = Console(soft_wrap=True)
+    try:
+        train(config, console)
+    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+        console.print(f"[red]a cluster actor died or stopped answering: {type(exc).__name__}: {exc}[/]\n"
+                      f"Nothing already checkpointed is lost: rerun with --set train.resume=true")
+        return 3
+    return 0
 
 
 if __name__ == "__main__":

@@ -74,3 +74,22 @@ def test_truncated_importance_weight_and_kl():
     assert stats["kl"] == pytest.approx(k3 / 2) and loss.item() == pytest.approx(0.1 * k3 / 2)
     with pytest.raises(ValueError, match="reference"):
         policy_loss(old, old, torch.tensor([0.0]), torch.ones(1, 2), GrpoSettings(kl_coef=0.1))
+
+
+@pytest.mark.parametrize("how", ["token", "sequence"])
+def test_micro_batches_with_the_whole_batch_normaliser_sum_to_the_whole_batch_gradient(how):
+    from learner.grpo import normaliser_count
+
+    torch.manual_seed(0)
+    logprobs = torch.randn(4, 5, requires_grad=True)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 1, 0, 0, 0], [1, 1, 0, 0, 0]], dtype=torch.float32)
+    advantages = torch.tensor([1.0, -0.5, 2.0, -1.0])
+    settings = GrpoSettings(aggregation=how)
+    whole, _ = policy_loss(logprobs, logprobs.detach() + 0.1, advantages, mask, settings)
+    (expected,) = torch.autograd.grad(whole, logprobs)
+    total = normaliser_count(mask, how)
+    parts = [policy_loss(logprobs[rows], logprobs.detach()[rows] + 0.1, advantages[rows], mask[rows], settings,
+                         normaliser=total)[0] for rows in (slice(0, 1), slice(1, 4))]
+    (got,) = torch.autograd.grad(sum(parts), logprobs)
+    assert torch.allclose(got, expected, atol=1e-7)
+    assert total == (11.0 if how == "token" else 4.0)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["run_name=t", "sft.steps=30", "simulator.toy_items_per_domain=10", "train.val_questions=6",
          "train.heldout_questions=9", "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
-         "learner.checkpoint_every=2", "learner.micro_batch_size=4"]
+         "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0"]
 
 
 def train(cwd, *overrides):
@@ -56,3 +56,12 @@ def test_train_writes_its_outputs_and_resumes(tmp_path):
     assert resumed["steps"] == 6
     versions = ReplayStore(str(run / "rollouts")).versions()
     assert versions[:4] == [1, 2, 3, 4] and len(versions) == 6 and min(versions[4:]) > 5  # past the checkpoint's v5
+
+
+def test_a_collapsed_format_rolls_back_then_stops_with_advice(tmp_path):
+    """A floor no policy can meet: every step past the first checkpoint rolls back, and the fourth
+    collapse ends the run with a clear message instead of training on all-zero advantages."""
+    result = train(tmp_path, "train.steps=8", "train.format_floor=1.0", "train.format_patience=1")
+    assert result.returncode != 0
+    assert result.stdout.count("rolled back to step-2") == 3
+    assert "sampled format rate collapsed 4 times" in result.stderr
