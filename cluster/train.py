@@ -21,6 +21,8 @@ from typing import Any
 
 import ray
 from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
 from conductor.baselines import run_baselines
 from conductor.config import Config, config_from_cli
@@ -34,6 +36,7 @@ from conductor.tasks.splits import TaskSampler, split_tasks
 from cluster.rollouts import tasks_for
 from cluster.train_report import DashboardMetrics, log_line, results_table, write_plot, write_summary
 from cluster.train_state import Checkpoints, TrainState
+from learner.train_batch import build_sequences
 
 MAX_ROLLBACKS = 3
 
@@ -137,47 +140,58 @@ def train(config: Config, console: Console) -> dict[str, Any]:
         segment_start = time.time()
 
         # 3. GRPO: generate → store → train → broadcast.
-        while state.step < config.train.steps:
-            step_start = time.time()
-            tasks = sampler.next(config.train.questions_per_step)
-            rollout(workers, tasks, write=True)
-            rollout_s = time.time() - step_start
-            table, cursor = store.read(min_version=state.version, max_version=state.version, cursor=cursor)
-            records = from_table(table)
-            train_start = time.time()
-            losses, batch = learners.train_step(records)
-            train_s = time.time() - train_start
-            state.version += 1
-            sync_start = time.time()
-            sync.push(state.version)
-            state.step += 1
-            row = dict(summarise(records), **losses, step=state.step, version=state.version,
-                       zero_spread_groups=batch.zero_spread_groups, rollout_s=rollout_s, train_s=train_s,
-                       sync_s=time.time() - sync_start, step_s=time.time() - step_start)
-            state.history.append(row)
-            console.print(log_line(row))
-            metrics.update(dict(row, policy_version=state.version))
-            state.sampler, state.store_cursor = sampler.state(), cursor.to_json()
+        columns = (TextColumn("GRPO"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+                   TimeRemainingColumn(), TextColumn("{task.fields[status]}"))
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task("grpo", total=config.train.steps, completed=state.step, status="")
+            while state.step < config.train.steps:
+                step_start = time.time()
+                records = rollout(workers, sampler.next(config.train.questions_per_step), write=True)
+                for _ in range(config.train.refill_rounds):  # replace groups that carry no signal
+                    _, stats = build_sequences(records)
+                    missing = config.train.questions_per_step - (stats.groups - stats.zero_spread_groups)
+                    if missing <= 0:
+                        break
+                    records += rollout(workers, sampler.next(missing), write=True)
+                rollout_s = time.time() - step_start
+                table, cursor = store.read(min_version=state.version, max_version=state.version, cursor=cursor)
+                records = from_table(table)
+                train_start = time.time()
+                losses, batch = learners.train_step(records)
+                train_s = time.time() - train_start
+                state.version += 1
+                sync_start = time.time()
+                sync.push(state.version)
+                state.step += 1
+                row = dict(summarise(records), **losses, step=state.step, version=state.version,
+                           zero_spread_groups=batch.zero_spread_groups, rollout_s=rollout_s, train_s=train_s,
+                           sync_s=time.time() - sync_start, step_s=time.time() - step_start)
+                state.history.append(row)
+                console.print(log_line(row))
+                progress.update(bar, completed=state.step, status=f"reward {row['mean_reward']:.2f} "
+                                f"val best {max(state.best_val, 0.0):.2f}")
+                metrics.update(dict(row, policy_version=state.version))
+                state.sampler, state.store_cursor = sampler.state(), cursor.to_json()
 
-            # Guard: a collapsed format (all rewards 0 → all advantages 0) never recovers; roll back.
-            state.low_format_steps = state.low_format_steps + 1 if row["format_rate"] < config.train.format_floor else 0
-            if state.low_format_steps >= config.train.format_patience and checkpoints.latest():
-                state = roll_back(checkpoints, learners, sync, state, rng, console)
-                continue
+                # Guard: a collapsed format (all rewards 0 → all advantages 0) never recovers; roll back.
+                state.low_format_steps = state.low_format_steps + 1 if row["format_rate"] < config.train.format_floor else 0
+                if state.low_format_steps >= config.train.format_patience and checkpoints.latest():
+                    state = roll_back(checkpoints, learners, sync, state, rng, console)
+                    continue
 
-            if state.step % config.train.eval_every == 0 or state.step == config.train.steps:
-                result = evaluate(workers, list(splits.val), config)
-                state.evals.append({"step": state.step, "val_accuracy": result["accuracy"],
-                                    "val_format_rate": result["format_rate"]})
-                metrics.update({"val_accuracy": result["accuracy"]})
-                better = result["accuracy"] > state.best_val
-                console.print(f"  validation: accuracy {result['accuracy']:.3f}, format {result['format_rate']:.2f}"
-                              + ("  (best so far: kept)" if better else f"  (best {state.best_val:.3f} at step {state.best_step})"))
-                if better:
-                    state.best_val, state.best_step = result["accuracy"], state.step
-                    checkpoints.save(learners, state, "best", rng)
-            if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
-                checkpoints.save(learners, state, f"step-{state.step}", rng)
+                if state.step % config.train.eval_every == 0 or state.step == config.train.steps:
+                    result = evaluate(workers, list(splits.val), config)
+                    state.evals.append({"step": state.step, "val_accuracy": result["accuracy"],
+                                        "val_format_rate": result["format_rate"]})
+                    metrics.update({"val_accuracy": result["accuracy"]})
+                    better = result["accuracy"] > state.best_val
+                    console.print(f"  validation: accuracy {result['accuracy']:.3f}, format {result['format_rate']:.2f}"
+                                  + ("  (best so far: kept)" if better else f"  (best {state.best_val:.3f} at step {state.best_step})"))
+                    if better:
+                        state.best_val, state.best_step = result["accuracy"], state.step
+                        checkpoints.save(learners, state, "best", rng)
+                if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
+                    checkpoints.save(learners, state, f"step-{state.step}", rng)
         state.wall_seconds += time.time() - segment_start
         checkpoints.save(learners, state, f"step-{state.step}", rng)
 

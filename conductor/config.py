@@ -252,6 +252,8 @@ class TrainConfig(Section):
     val_questions: int = Field(default=60, ge=0, description="selects the best checkpoint")
     heldout_questions: int = Field(default=150, ge=1, description="reported once, at the end")
     eval_every: int = Field(default=10, ge=1)
+    refill_rounds: int = Field(default=0, ge=0, description="extra rollout rounds per step replacing groups "
+                               "with no reward spread (dynamic sampling); 0 = only filter them")
     eval_temperature: float = Field(default=0.0, ge=0, description="0 = greedy routing at evaluation")
     format_floor: float = Field(default=0.3, ge=0, le=1,
                                 description="sampled format rate under this for format_patience steps: roll back")

@@ -114,3 +114,16 @@ def test_kill_and_resume_matches_an_uninterrupted_run(ray_local, policy, tmp_pat
     assert abs(expected_losses[3][0]) > 1e-4  # the second mini-batch's ratios differ from 1: a real loss
     for name, tensor in expected_weights.items():
         torch.testing.assert_close(weights[name], tensor, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
+
+
+def test_kl_to_a_frozen_reference_is_zero_at_first_and_grows(ray_local, policy):
+    config = LearnerConfig(zero_stage=2, num_cpus_per_rank=0.5, lr=1e-2, warmup_steps=0, kl_coef=0.1,
+                           micro_batch_size=8)
+    learners = LearnerGroup(policy, config, total_steps=2, sequences_per_step=24)
+    try:
+        first, _ = learners.train_step(batch(0))
+        second, _ = learners.train_step(batch(1))
+    finally:
+        learners.shutdown()
+    assert first["kl"] == pytest.approx(0.0, abs=1e-9)  # the policy is the reference before any update
+    assert second["kl"] > 1e-6

@@ -46,7 +46,9 @@ def test_200_calls_with_20_percent_faults_of_every_kind(monkeypatch, caplog):
     config = SimulatorConfig(preset="toy", port=0, latency_scale=0.2, toy_items_per_domain=100, faults=faults,
                              retry_after_s=0.5, api_key_env=KEY_ENV)
     with SimulatorServer(config) as sim:
-        pool_config = simulated_pool_config(sim.state.preset, sim.base_url, api_key_env=KEY_ENV, timeout_s=0.5,
+        # A per-attempt timeout well above a loaded server's response delay (but under hang_s): otherwise a
+        # slow 429 times out on the client, which then retries before Retry-After (a flake under CPU load).
+        pool_config = simulated_pool_config(sim.state.preset, sim.base_url, api_key_env=KEY_ENV, timeout_s=1.2,
                                             max_retries=4, backoff_base_s=0.05, backoff_max_s=0.5, deadline_s=30,
                                             max_concurrency=16)
         pool = LocalPool(pool_config, seed=0)

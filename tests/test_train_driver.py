@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["run_name=t", "sft.steps=30", "simulator.toy_items_per_domain=10", "train.val_questions=6",
          "train.heldout_questions=9", "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
-         "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0"]
+         "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0",
+         "train.refill_rounds=1"]
 
 
 def train(cwd, *overrides):
@@ -39,6 +40,8 @@ def test_train_writes_its_outputs_and_resumes(tmp_path):
     assert (run / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [line.split()[1] for line in first.stdout.splitlines() if line.startswith("step ")] == ["1", "2", "3", "4"]
     assert "validation: accuracy" in first.stdout and "held-out accuracy" in first.stdout
+    rows = ReplayStore(str(run / "rollouts")).dataset().count_rows()
+    assert rows > 4 * 3 * 4  # groups without reward spread (an untrained format) were refilled
     assert ReplayStore(str(run / "rollouts")).versions() == [1, 2, 3, 4]  # v0 is the warm start, replaced at once
     assert json.loads((run / "checkpoints" / "latest.json").read_text())["tag"] == "step-4"
 
