@@ -104,7 +104,7 @@ def train(config: Config, console: Console) -> dict[str, Any]:
             config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
         from transformers import AutoTokenizer
 
-        # 1. Baselines on the held-out split, through the same executor, pool and verifier.
+        # 1. Warm start; the baselines on the held-out split, through the same executor, pool and verifier.
         policy = warm_start_policy(config, run_dir, list(splits.train), console)
         tokenizer = AutoTokenizer.from_pretrained(policy)
         single = run_baselines(config, splits.heldout, tokenizer, seed=config.seed)
@@ -193,7 +193,8 @@ def train(config: Config, console: Console) -> dict[str, Any]:
                 if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
                     checkpoints.save(learners, state, f"step-{state.step}", rng)
         state.wall_seconds += time.time() - segment_start
-        checkpoints.save(learners, state, f"step-{state.step}", rng)
+        if checkpoints.latest() != f"step-{state.step}":
+            checkpoints.save(learners, state, f"step-{state.step}", rng)
 
         # 4. Held-out evaluation of the best validated policy, and its export.
         if state.best_step not in (-1, state.step):

@@ -29,7 +29,6 @@ class TrainState:
     best_step: int = -1
     low_format_steps: int = 0
     rollbacks: int = 0
-    restarts: int = 0
     wall_seconds: float = 0.0                          # summed over resumed segments
     rng: Any = None                                    # the driver's random.Random state
 
@@ -73,9 +72,6 @@ class Checkpoints:
         if state.rng is not None:
             rng.setstate(state.rng)
         return state
-
-    def has(self, tag: str) -> bool:
-        return (self.root / tag / "trainer_state.json").exists()
 
     def _prune(self) -> None:
         steps = sorted((p for p in self.root.glob("step-*") if p.is_dir()), key=lambda p: int(p.name[5:]))

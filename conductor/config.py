@@ -258,10 +258,6 @@ class TrainConfig(Section):
     format_floor: float = Field(default=0.3, ge=0, le=1,
                                 description="sampled format rate under this for format_patience steps: roll back")
     format_patience: int = Field(default=3, ge=1)
-    restart_below: float = Field(default=0.0, ge=0, le=1,
-                                 description="val accuracy still under this at restart_after: restart GRPO with a new seed")
-    restart_after: int = Field(default=0, ge=0, description="step of the plateau check; 0 = never")
-    max_restarts: int = Field(default=1, ge=0)
     resume: bool = Field(default=False, description="continue from the run's latest checkpoint")
     plot: bool = True
 

@@ -22,7 +22,7 @@ def export_hf(module: torch.nn.Module, model_config: Any, directory: str, rank: 
               bucket_bytes: int, tokenizer_from: Optional[str] = None) -> Optional[str]:
     from safetensors.torch import save_file
 
-    from learner.weight_sync import bucket_plan, gathered_buckets, parameter_specs
+    from learner.weight_sync import bucket_plan, gathered_buckets, parameter_specs, spec_nbytes
 
     specs = parameter_specs(module)
     count = len(bucket_plan(specs, bucket_bytes))
@@ -39,7 +39,7 @@ def export_hf(module: torch.nn.Module, model_config: Any, directory: str, rank: 
         weight_map.update({name: shard for name, _ in bucket})
     if rank != 0:
         return None
-    total = sum(_nbytes(spec) for spec in specs)
+    total = sum(spec_nbytes(spec) for spec in specs)
     (out / "model.safetensors.index.json").write_text(
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     model_config.save_pretrained(out)
@@ -50,10 +50,3 @@ def export_hf(module: torch.nn.Module, model_config: Any, directory: str, rank: 
                 shutil.copy2(source, out / name)
     return str(out)
 
-
-def _nbytes(spec) -> int:
-    _, shape, dtype = spec
-    count = 1
-    for dim in shape:
-        count *= dim
-    return count * torch.empty((), dtype=getattr(torch, dtype)).element_size()

@@ -53,7 +53,7 @@ def bucket_plan(specs: Sequence[ParamSpec], bucket_bytes: int) -> list[list[Para
     buckets: list[list[ParamSpec]] = [[]]
     size = 0
     for unit in units:
-        nbytes = sum(_numel(s[1]) * torch.empty((), dtype=_dtype(s[2])).element_size() for s in unit)
+        nbytes = sum(spec_nbytes(s) for s in unit)
         if buckets[-1] and (size + nbytes > bucket_bytes or buckets[-1][-1][2] != unit[0][2]):
             buckets.append([])
             size = 0
@@ -213,6 +213,10 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
+
+
+def spec_nbytes(spec: ParamSpec) -> int:
+    return _numel(spec[1]) * torch.empty((), dtype=_dtype(spec[2])).element_size()
 
 
 def _numel(shape: Sequence[int]) -> int:
