@@ -18,7 +18,7 @@ class WeightReceiver:
                           plan: Sequence[Sequence[tuple[str, tuple[int, ...], str]]], backend: str) -> int:
         from learner.weight_sync import WeightGroup
 
-        rank = rank_offset + int(getattr(self, "rank", 0))
+        rank = rank_offset + self.rank  # the worker's rank within its engine (tensor parallel)
         self._weight_plan = [[(name, tuple(shape), dtype) for name, shape, dtype in bucket] for bucket in plan]
         self._weight_group = WeightGroup.open(backend, host, port, rank, world_size)
         return rank

@@ -36,12 +36,13 @@ def tasks_for(config: Config) -> list[Task]:
     return tasks[: config.rollout.limit] if config.rollout.limit else tasks
 
 
-def policy_path(config: Config) -> str:
+def policy_path(config: Config, tiny_dir: Path | None = None) -> str:
+    """The configured model, or a tiny policy built from config into ``tiny_dir``."""
     if config.policy.model_path:
         return config.policy.model_path
     from learner.tiny_policy import TinyPolicySpec, build_tiny_policy
 
-    return str(build_tiny_policy(Path("runs") / config.run_name / "policy",
+    return str(build_tiny_policy(tiny_dir or Path("runs") / config.run_name / "policy",
                                  TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed)))
 
 

@@ -33,7 +33,7 @@ from conductor.rollout_summary import summarise
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks.splits import TaskSampler, split_tasks
-from cluster.rollouts import tasks_for
+from cluster.rollouts import policy_path, tasks_for
 from cluster.train_report import DashboardMetrics, log_line, results_table, write_plot, write_summary
 from cluster.train_state import Checkpoints, TrainState
 from learner.train_batch import build_sequences
@@ -47,10 +47,8 @@ def warm_start_policy(config: Config, run_dir: Path, train_tasks: list, console:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from learner.sft import SftSettings, sft_warm_start
-    from learner.tiny_policy import TinyPolicySpec, build_tiny_policy
 
-    start = config.policy.model_path or str(build_tiny_policy(
-        run_dir / "initial", TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed)))
+    start = policy_path(config, run_dir / "initial")
     if config.sft.steps == 0:
         return start
     out = run_dir / "sft"

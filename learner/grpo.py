@@ -82,14 +82,13 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str,
               normaliser: Optional[float] = None) -> torch.Tensor:
     """Mean over tokens or sequences; with ``normaliser`` the sum divided by it instead."""
     if how == "token":
-        total, count = (per_token * mask).sum(), mask.sum()
+        total = (per_token * mask).sum()
     elif how == "sequence":
         per_sequence = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-        has_tokens = (mask.sum(-1) > 0).to(per_token.dtype)
-        total, count = (per_sequence * has_tokens).sum(), has_tokens.sum()
+        total = (per_sequence * (mask.sum(-1) > 0).to(per_token.dtype)).sum()
     else:
         raise ValueError(f"unknown aggregation {how!r}")
-    return total / (normaliser if normaliser is not None else count.clamp(min=1))
+    return total / (normaliser if normaliser is not None else max(normaliser_count(mask, how), 1.0))
 
 
 def normaliser_count(mask: torch.Tensor, how: str) -> float:

@@ -14,8 +14,9 @@ from typing import Any, Optional
 
 import torch
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                   "merges.txt", "chat_template.jinja", "generation_config.json")
+# The tokenizer and generation defaults the policy was built with.
+COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                "merges.txt", "chat_template.jinja", "generation_config.json")
 
 
 def export_hf(module: torch.nn.Module, model_config: Any, directory: str, rank: int, zero3: bool,
@@ -44,7 +45,7 @@ def export_hf(module: torch.nn.Module, model_config: Any, directory: str, rank: 
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     model_config.save_pretrained(out)
     if tokenizer_from:
-        for name in TOKENIZER_FILES:
+        for name in COPIED_FILES:
             source = Path(tokenizer_from, name)
             if source.exists():
                 shutil.copy2(source, out / name)
