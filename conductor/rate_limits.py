@@ -11,19 +11,21 @@ The guarantee (W = ``rate_window_s``, L = the request limit, m = the send margin
     m = max(SEND_MARGIN_S, SEND_MARGIN_SHARE * W)      0.5 s, or 2% of W (1.2 s for a 60 s window)
     cost: at most L per W + m, i.e. W / (W + m) of the limit (98% for W = 60 s, 80% for W = 2 s)
 
-m covers the spread of the delay from our send stamp to the provider's arrival stamp: connection set-up,
-network, and event-loop or CPU stalls on either side (on a loaded 2-core machine with the simulator on
-loopback, up to ~0.25 s was measured; TLS set-up and a lost SYN on the internet cost up to ~1 s).
+m covers the spread of the delay from our send stamp (taken once the request headers are written to the
+socket) to the provider's arrival stamp: transit, a retransmitted segment (>= 0.2 s each), the provider's
+own queueing before it counts the request. Measured with the simulator on loopback on a 2-core machine
+under full CPU load: under 0.03 s (stamped before the SDK or at connect time instead, up to 0.25 s).
 
 The log holds the send time of every request sent in the last W + m seconds (every attempt, whatever the
-answer: counting a refused request too is the safe side). A request's send time is taken once its headers
-are written to the socket (``Permit.mark_sent``, called from the HTTP client), so the SDK's work, connecting
-and any stall before the write are not part of the spread m absorbs; a stamp later than the real send is
-always safe (the request just stays in the log longer). An admitted request not yet marked counts as sent
-*now*, and one never marked is stamped when its slot is released. The check runs right before sending, with the limit current at that
-moment, so it holds from an empty log at start-up, after a Retry-After pause, in the one-probe phase after
-a 429, and when the limit is lowered (a lower limit applies to the requests already in the log). One
-``ProviderLimits`` per provider per cluster (the Ray WorkerPool actor) makes it hold across processes.
+answer: counting a refused request too is the safe side). The send time is stamped once the request's
+headers are written to the socket (``Permit.mark_sent``, called from the HTTP client), so the SDK's work,
+connecting and any stall before the write are not part of the spread m absorbs; a stamp later than the
+real send is always safe (the request only stays in the log longer). An admitted request not yet stamped
+counts as sent *now*; one never stamped is stamped when its slot is released. The check runs right before
+sending, with the limit current at that moment, so it holds from an empty log at start-up, after a
+Retry-After pause, in the one-probe phase after a 429, and when the limit is lowered (a lower limit
+applies to the requests already in the log). One ``ProviderLimits`` per provider per cluster (the Ray
+WorkerPool actor) makes it hold across processes.
 
 Tokens, the same log over charges:  charged(t - W - m, t]  +  charge  <=  tpm.  A call is charged
 ``prompt_estimate + max_tokens`` up front (at most tpm) and its entry is set to the response's ``usage``
@@ -368,10 +370,6 @@ class Permit:
         self.request = request
         self.token_entry = tokens
         self.charged = charged
-
-    @property
-    def sent_at(self) -> Optional[float]:
-        return self.request.stamp
 
     def mark_sent(self, now: Optional[float] = None) -> float:
         """Stamp the send time (the first call counts); returns it."""
