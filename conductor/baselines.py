@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from conductor.config import Config
 from conductor.pool import WorkerPoolClient
@@ -45,7 +46,7 @@ async def evaluate_baselines(config: Config, tasks: Sequence[Task], tokenizer: A
     results = {}
     for name, router in routers.items():
         runner = RolloutRunner(config, tokenizer, router, pool, seed=seed)
-        results[name] = summarise(await runner.run(list(tasks), group_size=1))
+        results[name] = summarise(await runner.run(list(tasks), group_size=1)).as_dict()
     return results
 
 

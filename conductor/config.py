@@ -7,8 +7,9 @@ Later subsystems add sections here; there is no second config mechanism.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -70,7 +71,7 @@ class PoolConfig(Section):
     subset_size: Optional[int] = Field(default=None, ge=1, description="random pool subset per question")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "PoolConfig":
+    def _consistent(self) -> PoolConfig:
         for kind, ids in (("worker", [w.id for w in self.workers]), ("provider", [p.id for p in self.providers])):
             duplicates = sorted({i for i in ids if ids.count(i) > 1})
             if duplicates:
@@ -144,7 +145,7 @@ class FaultRates(Section):
     hang_s: float = Field(default=30.0, ge=0)
 
     @model_validator(mode="after")
-    def _total(self) -> "FaultRates":
+    def _total(self) -> FaultRates:
         total = self.rate_limit + self.server_error + self.timeout + self.disconnect + self.malformed
         if total > 1:
             raise ValueError(f"fault rates add up to {total:g} > 1")
@@ -194,13 +195,22 @@ class RolloutConfig(Section):
     top_p: float = Field(default=1.0, gt=0, le=1)
     max_new_tokens: int = Field(default=256, ge=1)
     recursive_fraction: float = Field(default=0.0, ge=0, le=1, description="share of samples given a recursive round")
-    truncation_is_format_error: bool = Field(default=True, description="a completion cut at max_new_tokens scores as a format error")
+    truncation_is_format_error: bool = Field(default=True, description="a completion cut at max_new_tokens "
+                                             "scores as a format error")
     max_concurrent_episodes: int = Field(default=64, ge=1)
     questions_per_batch: int = Field(default=4, ge=1, description="questions per generation call")
-    workers: int = Field(default=1, ge=1, description="RolloutWorker actors")
-    limit: Optional[int] = Field(default=None, ge=1, description="questions to roll out (rollouts command)")
+    actors: int = Field(default=1, ge=1, description="RolloutActor actors (each runs many episodes at once)")
+    limit: Optional[int] = Field(default=None, ge=1, description="questions to roll out: the rollouts command "
+                                 "only (training always uses the whole dataset)")
     store_path: str = Field(default="runs/{run_name}/rollouts", description="local dir or s3://bucket/prefix")
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "workers" in data:
+            raise ValueError("rollout.workers was renamed rollout.actors (worker means a worker LLM)")
+        return data
 
 
 class SftConfig(Section):
@@ -212,7 +222,11 @@ class SftConfig(Section):
     warmup_steps: int = Field(default=20, ge=0)
     prompts: int = Field(default=64, ge=1, description="distinct training prompts the examples are built on")
     two_step_fraction: float = Field(default=0.3, ge=0, le=1, description="share of two-step example workflows")
-    prompt_loss: bool = Field(default=True, description="also train on the prompt tokens (the model learns to read them)")
+    prompt_loss: bool = Field(default=True, description="also train on the prompt tokens (the model learns to "
+                              "read them)")
+
+
+ASYNC_TIS_CAP = 2.0
 
 
 class LearnerConfig(Section):
@@ -236,16 +250,24 @@ class LearnerConfig(Section):
     eps_high: float = Field(default=0.2, ge=0)
     kl_coef: float = Field(default=0.0, ge=0, description="> 0 keeps a frozen reference model")
     aggregation: Literal["token", "sequence"] = "token"
-    tis_cap: Optional[float] = Field(default=None, gt=0, description="truncated importance weight cap; None = off")
+    tis_cap: Union[Annotated[float, Field(gt=0)], Literal["auto"], None] = Field(
+        default="auto", description="truncated importance weight cap; null = off; auto = off when training "
+        "synchronously (train.max_staleness 0), 2.0 when asynchronously")
     filter_zero_spread: bool = Field(default=True, description="drop groups whose rewards are all equal")
     weight_sync: Literal["object_store", "collective"] = "object_store"
     sync_bucket_mb: float = Field(default=64.0, gt=0, description="ZeRO-3 gather / broadcast bucket size")
     checkpoint_every: int = Field(default=20, ge=0, description="steps between checkpoints; 0 = only at the end")
     keep_checkpoints: int = Field(default=2, ge=1)
 
+    def resolved(self, asynchronous: bool) -> LearnerConfig:
+        """This section with ``tis_cap: auto`` made concrete for the training mode."""
+        if self.tis_cap != "auto":
+            return self
+        return self.model_copy(update={"tis_cap": ASYNC_TIS_CAP if asynchronous else None})
+
 
 class TrainConfig(Section):
-    """The synchronous training loop (cluster/train.py) and its evaluation."""
+    """The training loop (cluster/train.py), synchronous or asynchronous, and its evaluation."""
 
     steps: int = Field(default=150, ge=0)
     questions_per_step: int = Field(default=8, ge=1)
@@ -258,8 +280,24 @@ class TrainConfig(Section):
     format_floor: float = Field(default=0.3, ge=0, le=1,
                                 description="sampled format rate under this for format_patience steps: roll back")
     format_patience: int = Field(default=3, ge=1)
+    max_rollbacks: int = Field(default=3, ge=0, description="format collapses rolled back before giving up")
+    max_staleness: int = Field(default=0, ge=0, le=64, description="k: every trained record is at most k policy "
+                               "versions old; 0 = synchronous (generate, then train), >= 1 = rollouts go on "
+                               "while the learner trains")
+    max_learner_restarts: int = Field(default=3, ge=0, description="learner groups rebuilt from the newest "
+                                      "checkpoint after a rank dies, before giving up")
     resume: bool = Field(default=False, description="continue from the run's latest checkpoint")
     plot: bool = True
+
+
+class ChaosConfig(Section):
+    """Fault injection for tests and demos: kill a random actor of the next listed kind every ``every_s``."""
+
+    kill: list[Literal["rollout_actor", "engine", "learner", "pool"]] = Field(default_factory=list)
+    every_s: float = Field(default=60.0, gt=0)
+    first_after_s: float = Field(default=0.0, ge=0, description="extra wait before the first kill")
+    max_kills: Optional[int] = Field(default=None, ge=1, description="stop after this many (default: one round)")
+    seed: int = 0
 
 
 class Config(Section):
@@ -278,6 +316,7 @@ class Config(Section):
     sft: SftConfig = Field(default_factory=SftConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    chaos: ChaosConfig = Field(default_factory=ChaosConfig)
 
 
 class ConfigError(ValueError):

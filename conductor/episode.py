@@ -9,8 +9,9 @@ failure makes it an infrastructure error, which is never scored as a wrong answe
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Optional
+from typing import Optional
 
 from conductor.executor import WorkflowExecutor
 from conductor.prompts import FewShotExample, Messages, recursive_messages

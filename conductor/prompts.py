@@ -13,10 +13,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
+from conductor.pool import Messages
 from conductor.roster import Roster
 from conductor.workflow import parse_workflow
-
-Messages = list[dict[str, str]]
 
 ROLE = (
     "You are the Conductor: you answer a question by delegating it to a team of language models. "

@@ -54,7 +54,11 @@ def estimate_prompt_tokens(messages: Messages) -> int:
 
 
 class ProviderClient:
-    def __init__(self, spec: ProviderSpec, workers: list[WorkerSpec], *, seed: Optional[int] = None):
+    def __init__(self, spec: ProviderSpec, workers: list[WorkerSpec], *, seed: Optional[int] = None,
+                 recent_sends_unknown: bool = False):
+        """``recent_sends_unknown``: an earlier process may have sent requests under these limits (a
+        restarted pool actor); the first send then waits one window plus margin, so the sends it cannot
+        see are out of every window the new ones fall in."""
         self.spec = spec
         self.workers = {w.id: w for w in workers}
         self.sampling_defaults = {w.id: w.sampling.model_dump() for w in workers}
@@ -65,6 +69,8 @@ class ProviderClient:
         self.client = openai.AsyncOpenAI(api_key=self._key or "no-key", base_url=spec.base_url,
                                          max_retries=0, timeout=spec.timeout_s, http_client=http_client)
         self.limits = ProviderLimits(spec)
+        if recent_sends_unknown and (spec.rpm or spec.tpm):
+            self.limits.pause(self.limits.span)
         self.rng = random.Random(seed)
         self.stats = {"calls": 0, "attempts": 0, "retries": 0, "failures": 0, "rate_limited": 0,
                       "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}

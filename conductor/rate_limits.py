@@ -70,7 +70,8 @@ import collections
 import contextlib
 import math
 import time
-from typing import AsyncIterator, Iterable, Optional
+from collections.abc import AsyncIterator, Iterable
+from typing import Optional
 
 from conductor.config import ProviderSpec
 
@@ -230,7 +231,7 @@ class ProviderLimits:
             return None
         return max(0.0, *waits)
 
-    def admit(self, token_charge: float, now: float) -> "Permit":
+    def admit(self, token_charge: float, now: float) -> Permit:
         """Take the budget for one request sent now or shortly (only when ``wait_s`` is 0)."""
         request_entry = self.requests.admit(1)
         if self.request_pacer is not None:
@@ -246,7 +247,7 @@ class ProviderLimits:
         return min(max(token_charge, 0), self.tpm) if self.tpm else 0
 
     @contextlib.asynccontextmanager
-    async def slot(self, token_charge: int, deadline: float) -> AsyncIterator["Permit"]:
+    async def slot(self, token_charge: int, deadline: float) -> AsyncIterator[Permit]:
         """Hold one in-flight slot, one request and ``token_charge`` tokens for the duration of a call.
 
         Calls wait for the budget in arrival order (one at a time through ``gate``), and the budget is checked
@@ -281,10 +282,10 @@ class ProviderLimits:
     async def _acquire(self, lock: asyncio.Semaphore | asyncio.Lock, deadline: float, message: str) -> None:
         try:
             await asyncio.wait_for(lock.acquire(), timeout=max(deadline - time.monotonic(), 0.001))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise LimitWaitTooLong(message.format(id=self.spec.id)) from None
 
-    async def _admit_when_allowed(self, token_charge: int, deadline: float, probe_held: bool) -> Optional["Permit"]:
+    async def _admit_when_allowed(self, token_charge: int, deadline: float, probe_held: bool) -> Optional[Permit]:
         """Sleep until the budget allows this call, then admit it; None if it must first take the probe lock."""
         while True:
             now = time.monotonic()

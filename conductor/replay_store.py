@@ -2,13 +2,15 @@
 
 Layout: ``{root}/policy_version={v}/batch-{digest}.parquet``, where ``digest`` hashes the batch's
 sorted rollout ids. That makes writes exactly-once across retries and restarts: writing the same
-batch again finds its file and does nothing. Writes are atomic: locally a hidden ``_tmp-*`` file is
+batch again finds its file (under any version: a request re-issued after its actor died may be sampled
+at a later version, with the same rollout ids) and does nothing. Writes are atomic: locally a hidden ``_tmp-*`` file is
 renamed into place; on S3 the object is one PUT, which appears whole or not at all. So a writer killed
 mid-batch leaves nothing visible, and its retry writes the file once.
 
 Readers ask for a version window (on-policy: ``[v, v]``; async: ``[v - staleness, v]``) and get the rows
 of files they have not consumed yet; the cursor (the set of consumed files) is plain JSON, so a
-learner can checkpoint it and resume. Rows are de-duplicated by ``rollout_id``.
+learner can checkpoint it and resume. A file whose batch digest was consumed under another version is
+skipped too, and rows are de-duplicated by ``rollout_id``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class Cursor:
         return json.dumps(sorted(self.consumed))
 
     @classmethod
-    def from_json(cls, text: str) -> "Cursor":
+    def from_json(cls, text: str) -> Cursor:
         return cls(set(json.loads(text)))
 
 
@@ -64,7 +66,8 @@ class ReplayStore:
                 raise ValueError(f"duplicate rollout ids within one batch (version {version})")
             digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:24]
             path = f"{self.root}/policy_version={version}/batch-{digest}.parquet"
-            if self.fs.exists(path):
+            self.fs.invalidate_cache()
+            if self.fs.glob(f"{self.root}/policy_version=*/batch-{digest}.parquet"):
                 continue
             self._put_atomic(path, self._encode(to_table(batch)))
             written.append(path)
@@ -111,12 +114,14 @@ class ReplayStore:
         """Rows of unconsumed files with ``min_version <= policy_version <= max_version``, and the
         advanced cursor."""
         cursor = Cursor(set(cursor.consumed)) if cursor else Cursor()
+        consumed_digests = {_digest(path) for path in cursor.consumed}
         tables = []
         for version, relative in self.files():
             if version < min_version or (max_version is not None and version > max_version):
                 continue
-            if relative in cursor.consumed:
+            if relative in cursor.consumed or _digest(relative) in consumed_digests:
                 continue
+            consumed_digests.add(_digest(relative))
             with self.fs.open(f"{self.root}/{relative}", "rb") as handle:
                 tables.append(pq.read_table(handle, schema=SCHEMA))
             cursor.consumed.add(relative)
@@ -124,6 +129,10 @@ class ReplayStore:
             return SCHEMA.empty_table(), cursor
         table = pa.concat_tables(tables)
         return _drop_duplicate_ids(table), cursor
+
+
+def _digest(path: str) -> str:
+    return path.rsplit("batch-", 1)[-1].removesuffix(".parquet")
 
 
 def _drop_duplicate_ids(table: pa.Table) -> pa.Table:

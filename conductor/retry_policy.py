@@ -15,8 +15,9 @@ import email.utils
 import json
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional
 
 import httpx
 import openai
@@ -82,7 +83,7 @@ def classify(exc: BaseException, retry_after_cap_s: float) -> Failure:
     return Failure("unexpected", False, f"{type(exc).__name__}: {exc}")
 
 
-def _status_message(exc: "openai.APIStatusError") -> str:
+def _status_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
         inner = body.get("error", body)

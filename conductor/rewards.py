@@ -10,7 +10,8 @@ from conductor.config import RewardConfig
 
 
 def reward(*, format_ok: bool, correct: bool, cost_usd: float, infra_error: bool,
-           settings: RewardConfig = RewardConfig()) -> Optional[float]:
+           settings: Optional[RewardConfig] = None) -> Optional[float]:
+    settings = settings or RewardConfig()
     if infra_error:
         return None
     if not format_ok:

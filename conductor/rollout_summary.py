@@ -4,21 +4,40 @@ scored."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from conductor.rollout_record import RolloutRecord
 
 
-def summarise(records: Sequence[RolloutRecord]) -> dict[str, float]:
+@dataclass(frozen=True)
+class RolloutStats:
+    rollouts: int
+    infra_errors: int
+    format_rate: float                   # over scored rollouts
+    accuracy: float                      # over scored rollouts
+    mean_reward: float                   # over scored rollouts
+    steps_per_workflow: float            # over parsed workflows
+    conductor_tokens_per_rollout: float
+    worker_tokens_per_rollout: float
+    cost_usd_per_rollout: float
+
+    def as_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
     scored = [r for r in records if r.infra_error is None]
     count = max(1, len(scored))
     parsed = [r for r in scored if r.format_ok]
-    return {"rollouts": len(records), "infra_errors": len(records) - len(scored),
-            "format_rate": len(parsed) / count,
-            "accuracy": sum(r.correct for r in scored) / count,
-            "mean_reward": sum(r.reward or 0.0 for r in scored) / count,
-            "steps_per_workflow": sum(len(r.steps) for r in parsed) / max(1, len(parsed)),
-            "conductor_tokens_per_rollout": sum(len(r.completion_token_ids) for r in records) / max(1, len(records)),
-            "worker_tokens_per_rollout": sum(s["tokens_in"] + s["tokens_out"] for r in records for s in r.steps)
-            / max(1, len(records)),
-            "cost_usd_per_rollout": sum(r.cost_usd for r in records) / max(1, len(records))}
+    return RolloutStats(
+        rollouts=len(records), infra_errors=len(records) - len(scored),
+        format_rate=len(parsed) / count,
+        accuracy=sum(r.correct for r in scored) / count,
+        mean_reward=sum(r.reward or 0.0 for r in scored) / count,
+        steps_per_workflow=sum(len(r.steps) for r in parsed) / max(1, len(parsed)),
+        conductor_tokens_per_rollout=sum(len(r.completion_token_ids) for r in records) / max(1, len(records)),
+        worker_tokens_per_rollout=sum(s["tokens_in"] + s["tokens_out"] for r in records for s in r.steps)
+        / max(1, len(records)),
+        cost_usd_per_rollout=sum(r.cost_usd for r in records) / max(1, len(records)))

@@ -8,8 +8,8 @@ indices; ``worker_id(i)`` turns one back into the pool's real worker id.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from conductor.config import WorkerSpec
 
@@ -19,13 +19,13 @@ class Roster:
     workers: tuple[WorkerSpec, ...]
 
     @classmethod
-    def full(cls, workers: Sequence[WorkerSpec]) -> "Roster":
+    def full(cls, workers: Sequence[WorkerSpec]) -> Roster:
         if not workers:
             raise ValueError("a roster needs at least one worker")
         return cls(tuple(workers))
 
     @classmethod
-    def random_subset(cls, workers: Sequence[WorkerSpec], size: int, rng: random.Random) -> "Roster":
+    def random_subset(cls, workers: Sequence[WorkerSpec], size: int, rng: random.Random) -> Roster:
         """``size`` distinct workers in random order, renumbered 0..size-1."""
         if not 1 <= size <= len(workers):
             raise ValueError(f"subset size {size} not in 1..{len(workers)}")

@@ -7,7 +7,8 @@ latency, and a set of failing workers models a provider that is down (``WorkerCa
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping, Optional, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, Union
 
 from conductor.pool import ChatResult, Messages, WorkerCallError
 

@@ -25,7 +25,7 @@ class StepTrace:
     retries: int = 0
     error: Optional[str] = None
 
-    def same_outcome(self, other: "StepTrace") -> bool:
+    def same_outcome(self, other: StepTrace) -> bool:
         """Equal in everything but wall-clock latency."""
         mine, theirs = dict(vars(self)), dict(vars(other))
         mine.pop("latency_s"), theirs.pop("latency_s")

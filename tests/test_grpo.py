@@ -24,7 +24,8 @@ def test_all_equal_groups_contribute_no_gradient():
     assert loss.item() == 0.0 and torch.all(logprobs.grad == 0)
 
 
-def single(ratio, advantage, settings=GrpoSettings()):
+def single(ratio, advantage, settings=None):
+    settings = settings or GrpoSettings()
     old = torch.tensor([[0.0]])
     new = torch.tensor([[math.log(ratio)]], requires_grad=True)
     loss, stats = policy_loss(new, old, torch.tensor([advantage]), torch.ones(1, 1), settings)

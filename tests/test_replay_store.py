@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import signal
 import subprocess
@@ -22,6 +23,23 @@ def test_round_trip_and_exactly_once(tmp_path):
     assert store.write(records) == []  # the same batch again (a retry) writes nothing
     table, _ = store.read()
     assert from_table(table) == records
+
+
+def test_a_request_issued_again_at_a_later_version_is_stored_and_read_once(tmp_path):
+    """A rollout actor died after writing; its request, issued again, was sampled at a later version with
+    the same rollout ids: the store keeps the first copy, and a reader that consumed it skips any other."""
+    store = ReplayStore(str(tmp_path / "store"))
+    first = make_records(4, version=3, seed=1)
+    again = [dataclasses.replace(r, policy_version=4, completion_text="resampled") for r in first]
+    assert len(store.write(first)) == 1
+    assert store.write(again) == []
+    table, cursor = store.read()
+    assert table.num_rows == 4 and set(table.column("policy_version").to_pylist()) == {3}
+    (tmp_path / "store" / "policy_version=4").mkdir()  # a zombie writer that raced past the check
+    duplicate = next((tmp_path / "store" / "policy_version=3").glob("batch-*.parquet"))
+    (tmp_path / "store" / "policy_version=4" / duplicate.name).write_bytes(duplicate.read_bytes())
+    table, _ = store.read(cursor=cursor)
+    assert table.num_rows == 0
 
 
 def test_local_and_s3_read_back_equal(tmp_path, s3_server):

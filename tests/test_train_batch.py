@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from conductor.rollout_record import RolloutRecord
+from conductor.weight_transfer import bucket_plan, flatten, unflatten
 from learner.grpo import GrpoSettings, policy_loss
 from learner.train_batch import build_sequences, collate, shard, split, token_logprobs
-from learner.weight_sync import bucket_plan, flatten, unflatten
 
 
 def record(group, reward, infra=None, completion=(7, 8)):

@@ -60,7 +60,8 @@ PAPER7_TABLE = {  # name: (MATH500, MMLU, LCB, description, latency ms, $ in, $ 
 
 
 def _paper7_workers() -> tuple[SimWorker, ...]:
-    return tuple(SimWorker(name, desc, {"math500": m / 100, "mmlu": u / 100, "code": c / 100}, latency, 0.5, p_in, p_out)
+    return tuple(SimWorker(name, desc, {"math500": m / 100, "mmlu": u / 100, "code": c / 100}, latency, 0.5, p_in,
+                           p_out)
                  for name, (m, u, c, desc, latency, p_in, p_out) in PAPER7_TABLE.items())
 
 

@@ -249,7 +249,7 @@ class SimulatorServer:
     def state(self) -> SimulatorState:
         return self.app.state.sim
 
-    def __enter__(self) -> "SimulatorServer":
+    def __enter__(self) -> SimulatorServer:
         uvicorn_errors = logging.getLogger("uvicorn.error")
         if not any(isinstance(f, _HideSimulatedDrops) for f in uvicorn_errors.filters):
             uvicorn_errors.addFilter(_HideSimulatedDrops())

@@ -13,7 +13,8 @@ import io
 import json
 import pickle
 import zlib
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from conductor.tasks.task import Task
 from conductor.verifiers.gsm8k import gold_number
@@ -44,7 +45,8 @@ def math_tasks(rows: Iterable[Row], domain: str = "math", seed: int = 0) -> list
         task_id = str(row.get("unique_id") or row.get("id") or index)
         problem = _field(row, "problem", "question")
         tasks.append(Task(f"{domain}/{task_id}", domain, f"{problem}\n\n{MATH_INSTRUCTION}",
-                          str(_field(row, "answer")), "math", {"subject": row.get("subject"), "level": row.get("level")}))
+                          str(_field(row, "answer")), "math",
+                          {"subject": row.get("subject"), "level": row.get("level")}))
     return tasks
 
 

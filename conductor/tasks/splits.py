@@ -8,8 +8,8 @@ was not selected on. The sampler walks seeded per-epoch permutations of the trai
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from conductor.tasks.task import Task
 

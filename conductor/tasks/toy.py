@@ -51,7 +51,8 @@ def _sort(rng: random.Random, index: int) -> Task:
     gold = ", ".join(map(str, ordered))
     near = ordered[:]
     near[0], near[1] = near[1], near[0]
-    wrong = sorted({", ".join(map(str, near)), ", ".join(map(str, numbers)), ", ".join(map(str, ordered[::-1]))} - {gold})
+    candidates = {", ".join(map(str, near)), ", ".join(map(str, numbers)), ", ".join(map(str, ordered[::-1]))}
+    wrong = sorted(candidates - {gold})
     return Task(f"toy/sort/{index}", "sort",
                 f"Sort in ascending order: {', '.join(map(str, numbers))}.\n\n{TEXT_INSTRUCTION}", gold, "text",
                 {"wrong_answers": wrong})

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from conductor.verifiers.sandbox import SandboxLimits, SandboxResult, run_python
 from conductor.verifiers.verdict import Verdict

@@ -1,11 +1,11 @@
-"""Run a module-level function in a persistent worker process under a wall-clock deadline.
+"""Run a module-level function in a persistent child process under a wall-clock deadline.
 
 Why a process: verifiers such as math-verify time out with ``signal.alarm``, which only works in a
-process's main thread, while rollouts verify from threads and async actors. In the worker the call runs
+process's main thread, while rollouts verify from threads and async actors. In the child the call runs
 on its main thread (so the library's own timeouts work); the host's deadline is the backstop, and a
-worker stuck past it is killed and replaced on the next call. The worker is a plain
-``python -m conductor.verifiers.deadline_worker`` child (not multiprocessing), so it works whatever the
-caller's ``__main__`` is (stdin, notebooks, Ray workers). Messages are length-prefixed pickles between
+child stuck past it is killed and replaced on the next call. The child is a plain
+``python -m conductor.verifiers.deadline_child`` child (not multiprocessing), so it works whatever the
+caller's ``__main__`` is (stdin, notebooks, Ray actors). Messages are length-prefixed pickles between
 this process and its own child.
 """
 
@@ -18,7 +18,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 _HEADER = struct.Struct("!I")
 
@@ -27,7 +28,7 @@ class DeadlineExceeded(TimeoutError):
     pass
 
 
-class WorkerCrashed(RuntimeError):
+class ChildCrashed(RuntimeError):
     pass
 
 
@@ -46,7 +47,7 @@ def read_exactly(stream, size: int, deadline: Optional[float] = None) -> bytes:
                 raise DeadlineExceeded()
         chunk = stream.read1(remaining) if hasattr(stream, "read1") else stream.read(remaining)
         if not chunk:
-            raise WorkerCrashed("worker closed its output")
+            raise ChildCrashed("child closed its output")
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)
@@ -62,25 +63,25 @@ class DeadlineRunner:
         self._process: Optional[subprocess.Popen] = None
         self._lock = threading.Lock()
 
-    def _worker(self) -> subprocess.Popen:
+    def _child(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "conductor.verifiers.deadline_worker"],
+                [sys.executable, "-m", "conductor.verifiers.deadline_child"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         return self._process
 
     def run(self, fn: Callable[..., Any], *args: Any, timeout_s: float) -> Any:
         with self._lock:
-            process = self._worker()
+            process = self._child()
             try:
                 write_message(process.stdin, (fn.__module__, fn.__qualname__, args))
                 status, value = read_message(process.stdout, time.monotonic() + timeout_s)
             except DeadlineExceeded:
                 self._kill()
                 raise DeadlineExceeded(f"{fn.__qualname__} exceeded {timeout_s:g}s") from None
-            except (WorkerCrashed, BrokenPipeError, OSError, EOFError, pickle.UnpicklingError) as exc:
+            except (ChildCrashed, BrokenPipeError, OSError, EOFError, pickle.UnpicklingError) as exc:
                 self._kill()
-                raise WorkerCrashed(f"verifier worker died: {exc}") from None
+                raise ChildCrashed(f"verifier child died: {exc}") from None
         if status == "error":
             raise RuntimeError(value)
         return value

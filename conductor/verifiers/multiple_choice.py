@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 import re
 import string
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Optional
 
 from conductor.verifiers.verdict import Verdict
 

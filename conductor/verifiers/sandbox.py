@@ -118,7 +118,7 @@ def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLim
     return result
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def host_isolation() -> dict[str, bool]:
     """The layers this host applies (one trivial run, cached): what summaries report."""
     return run_python("pass", limits=SandboxLimits(wall_s=30, cpu_s=10)).isolation

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from conductor.config import VerifierConfig
 from conductor.tasks.task import Task
 from conductor.verifiers.code_tests import verify_functional_tests, verify_humaneval, verify_stdin_tests
@@ -13,8 +15,9 @@ from conductor.verifiers.text_match import verify_text
 from conductor.verifiers.verdict import Verdict
 
 
-def verify(task: Task, response: str, settings: VerifierConfig = VerifierConfig()) -> Verdict:
+def verify(task: Task, response: str, settings: Optional[VerifierConfig] = None) -> Verdict:
     """Never raises for anything in ``response``; a None/empty response is simply wrong."""
+    settings = settings or VerifierConfig()
     if not response:
         return Verdict(False, None, "no response")
     limits = SandboxLimits(wall_s=settings.code_timeout_s, cpu_s=settings.code_timeout_s,

@@ -4,7 +4,6 @@ started and stopped by the test suite, with enforced access-key auth."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess

@@ -9,7 +9,7 @@ def sleep_then_return(seconds: float, value):
     return value
 
 
-def worker_pid() -> int:
+def child_pid() -> int:
     return os.getpid()
 
 

@@ -34,7 +34,7 @@ class VllmServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def __enter__(self) -> "VllmServer":
+    def __enter__(self) -> VllmServer:
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=self.env,
                                         start_new_session=True)

@@ -1,4 +1,4 @@
-"""The worker side of DeadlineRunner: read (module, function, args), call it on the main thread, reply."""
+"""The child side of DeadlineRunner: read (module, function, args), call it on the main thread, reply."""
 
 import importlib
 import sys

@@ -1,0 +1,40 @@
+"""The Conductor's prompt for a task, as the policy's token ids: the roster shown (the whole pool, or a
+random subset renumbered from 0), the prompt messages and the policy's chat template. Used by rollouts,
+the SFT warm start and the baselines alike, so all of them see the same prompt."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from conductor.config import Config
+from conductor.pool import Messages
+from conductor.prompts import FewShotExample, conductor_messages, load_fewshot
+from conductor.roster import Roster
+from conductor.tasks.task import Task
+
+
+def chat_ids(tokenizer: Any, messages: Messages) -> list[int]:
+    """The policy's chat template applied, generation prompt added, as token ids."""
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # a BatchEncoding in transformers 5
+
+
+class PromptBuilder:
+    def __init__(self, config: Config, tokenizer: Any, seed: int = 0):
+        self.config, self.tokenizer = config, tokenizer
+        self.rng = random.Random(seed)
+        self.fewshot: tuple[FewShotExample, ...] = load_fewshot(
+            config.prompt.fewshot_file, config.prompt.num_fewshot, config.executor.max_steps)
+
+    def roster(self) -> Roster:
+        workers, size = self.config.pool.workers, self.config.pool.subset_size
+        return Roster.random_subset(workers, size, self.rng) if size else Roster.full(workers)
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        return chat_ids(self.tokenizer, messages)
+
+    def task_prompt_ids(self, task: Task, roster: Roster) -> list[int]:
+        return self.prompt_ids(conductor_messages(task.prompt, roster, self.fewshot,
+                                                  max_steps=self.config.executor.max_steps,
+                                                  show_prices=self.config.prompt.show_prices))
