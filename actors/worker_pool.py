@@ -2,12 +2,18 @@
 the cluster shares one budget per provider (limits hold cluster-wide, not per process).
 
 ``RayPool`` is the executor's pool interface over those actors. Failures cross the actor boundary as
-plain data and are raised again here as ``WorkerCallError``; a dead or restarting actor becomes a
-``WorkerCallError(kind="actor_unavailable")`` — an infrastructure error, never a wrong answer.
+plain data and are raised again here as ``WorkerCallError``. A pool actor that dies restarts
+(``max_restarts``) and the calls it held are issued again once it answers, within the provider's
+``deadline_s``; the restarted actor first waits out one rate window, since it cannot see what its
+predecessor sent. Past the deadline (or past its restarts) a call becomes
+``WorkerCallError(kind="actor_unavailable")``: an infrastructure error, never a wrong answer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import time
 from typing import Any, Optional
 
 import ray
@@ -18,20 +24,25 @@ from conductor.pool import ChatResult, Messages, WorkerCallError
 from conductor.provider_client import ProviderClient
 
 ACTOR_PREFIX = "conductor-worker-pool"
+RESTART_POLL_S = 0.5
 
 
-@ray.remote(num_cpus=0, max_restarts=3, max_task_retries=0)
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class WorkerPoolActor:
     def __init__(self, provider: ProviderSpec, workers: list[WorkerSpec], seed: Optional[int] = None):
-        self.client = ProviderClient(provider, workers, seed=seed)
+        restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self.client = ProviderClient(provider, workers, seed=seed, recent_sends_unknown=restarted)
         self.config = (provider, sorted(workers, key=lambda w: w.id))
         tags = ("provider", "worker", "outcome")
         self.calls = metrics.Counter("conductor_pool_calls_total", "worker API calls by outcome", tag_keys=tags)
-        self.tokens = metrics.Counter("conductor_pool_tokens_total", "tokens used", tag_keys=("provider", "worker", "kind"))
+        self.tokens = metrics.Counter("conductor_pool_tokens_total", "tokens used",
+                                      tag_keys=("provider", "worker", "kind"))
         self.cost = metrics.Counter("conductor_pool_cost_usd_total", "USD spent", tag_keys=("provider", "worker"))
-        self.retries = metrics.Counter("conductor_pool_retries_total", "retried attempts", tag_keys=("provider", "worker"))
+        self.retries = metrics.Counter("conductor_pool_retries_total", "retried attempts",
+                                       tag_keys=("provider", "worker"))
         self.latency = metrics.Histogram("conductor_pool_latency_seconds", "call latency incl. retries",
-                                         boundaries=[0.1, 0.5, 1, 2, 5, 10, 30, 60, 120], tag_keys=("provider", "worker"))
+                                         boundaries=[0.1, 0.5, 1, 2, 5, 10, 30, 60, 120],
+                                         tag_keys=("provider", "worker"))
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         tags = {"provider": self.client.spec.id, "worker": worker_id}
@@ -59,17 +70,23 @@ class WorkerPoolActor:
     def spec(self) -> tuple[ProviderSpec, list[WorkerSpec]]:
         return self.config
 
+    def pid(self) -> int:
+        return os.getpid()
+
 
 def actor_name(provider_id: str) -> str:
     return f"{ACTOR_PREFIX}:{provider_id}"
 
 
 class RayPool:
-    """Routes each worker to its provider's actor; creates the actors or attaches to existing ones."""
+    """Routes each worker to its provider's actor; creates the actors or attaches to existing ones. An
+    actor is owned by the process that created it and dies with it: create the pool in the driver
+    first, so the actors outlive any rollout actor that attaches to them."""
 
     def __init__(self, config: PoolConfig, *, seed: Optional[int] = None):
         routes = config.routes()
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
+        self.deadlines = {spec.id: spec.deadline_s for spec in config.providers}
         self.actors = {}
         for spec in config.providers:
             workers = routes[spec.id]
@@ -84,11 +101,16 @@ class RayPool:
         provider = self.route.get(worker_id)
         if provider is None:
             raise WorkerCallError(worker_id, "not_found", "no such worker in the pool")
-        try:
-            outcome = await self.actors[provider].chat.remote(worker_id, messages, params)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-            raise WorkerCallError(worker_id, "actor_unavailable",
-                                  f"worker-pool actor for provider {provider} is unavailable ({type(exc).__name__})")
+        deadline = time.monotonic() + self.deadlines[provider]
+        while True:
+            try:
+                outcome = await self.actors[provider].chat.remote(worker_id, messages, params)
+                break
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+                if isinstance(exc, ray.exceptions.ActorDiedError) or time.monotonic() > deadline:
+                    raise WorkerCallError(worker_id, "actor_unavailable", f"worker-pool actor for provider "
+                                          f"{provider} is unavailable ({type(exc).__name__})") from None
+                await asyncio.sleep(RESTART_POLL_S)
         if "error" in outcome:
             raise WorkerCallError(**outcome["error"])
         return outcome["result"]

@@ -19,8 +19,9 @@ micro-batch gradients equal the gradient of the whole batch's mean.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence
+from typing import Literal, Optional
 
 import torch
 

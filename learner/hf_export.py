@@ -23,7 +23,8 @@ def export_hf(module: torch.nn.Module, model_config: Any, directory: str, rank: 
               bucket_bytes: int, tokenizer_from: Optional[str] = None) -> Optional[str]:
     from safetensors.torch import save_file
 
-    from learner.weight_sync import bucket_plan, gathered_buckets, parameter_specs, spec_nbytes
+    from conductor.weight_transfer import bucket_plan, spec_nbytes
+    from learner.weight_sync import gathered_buckets, parameter_specs
 
     specs = parameter_specs(module)
     count = len(bucket_plan(specs, bucket_bytes))

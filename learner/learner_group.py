@@ -4,11 +4,16 @@ The driver hands it scored records; it builds the GRPO sequences once, deals the
 each rank's share into the same number of mini-batches (optimizer steps), passing each mini-batch's
 global token (or sequence) count so every rank normalises its loss the same way. Every call fans out to
 all ranks and waits: ranks run the same collectives in the same order or they hang.
+
+A rank that dies leaves the others blocked in a collective, so waiting is done rank by rank: the first
+dead rank raises ``LearnerGroupFailed`` at once (not after the collective's timeout), and the driver
+rebuilds the group from the newest checkpoint.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Optional
 
 import ray
@@ -17,8 +22,12 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from conductor.config import LearnerConfig
 from conductor.rollout_record import RolloutRecord
-from learner.train_batch import BatchStats, build_sequences, shard, split
-from learner.weight_sync import free_port
+from conductor.weight_transfer import free_port
+from learner.train_batch import BatchStats, LearnerStats, build_sequences, shard, split
+
+
+class LearnerGroupFailed(RuntimeError):
+    """A learner rank died or stopped answering; the group cannot go on."""
 
 
 def learner_bundles(config: LearnerConfig) -> list[dict[str, float]]:
@@ -37,7 +46,7 @@ def accumulation_steps(config: LearnerConfig, sequences_per_step: int) -> int:
 class LearnerGroup:
     def __init__(self, model_path: str, config: LearnerConfig, total_steps: int, sequences_per_step: int,
                  seed: int = 0, timeout_s: float = 600.0):
-        from learner.learner_worker import LearnerWorker
+        from learner.learner_rank import LearnerRank
 
         self.config, self.timeout_s = config, timeout_s
         self.backend = "nccl" if config.num_gpus_per_rank > 0 else "gloo"
@@ -50,63 +59,74 @@ class LearnerGroup:
                                f"{learner_bundles(config)[0]} each within {timeout_s:g}s")
         port = free_port()
         steps = accumulation_steps(config, sequences_per_step)
-        self.workers = [
-            LearnerWorker.options(
+        self.ranks = [
+            LearnerRank.options(
                 num_cpus=config.num_cpus_per_rank, num_gpus=config.num_gpus_per_rank,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank),
             ).remote(rank, config.ranks, port, model_path, config, total_steps, steps, seed)
             for rank in range(config.ranks)]
-        self._all(lambda w: w.ready.remote())
+        self._all(lambda rank: rank.ready.remote())
+
+    def wait(self, calls: list[Any]) -> list[Any]:
+        """Results of one call per rank; the first rank to die (or all to stall past the timeout) raises
+        ``LearnerGroupFailed`` without waiting for the survivors."""
+        pending, deadline = list(calls), time.monotonic() + self.timeout_s
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not done:
+                raise LearnerGroupFailed(f"learner ranks did not answer within {self.timeout_s:g}s")
+            try:
+                ray.get(done[0])
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+                raise LearnerGroupFailed(f"a learner rank died: {type(exc).__name__}") from exc
+        return ray.get(list(calls))
 
     def _all(self, call) -> list[Any]:
-        return ray.get([call(worker) for worker in self.workers], timeout=self.timeout_s)
+        return self.wait([call(rank) for rank in self.ranks])
 
-    def train_step(self, records: list[RolloutRecord]) -> tuple[dict[str, float], BatchStats]:
+    def train_step(self, records: list[RolloutRecord]) -> tuple[LearnerStats, BatchStats]:
         sequences, stats = build_sequences(records, filter_zero_spread=self.config.filter_zero_spread)
         if not sequences:
-            return {"loss": 0.0, "skipped": 1.0}, stats
+            return LearnerStats.skipped_step(), stats
         per_rank = [split(share, self.config.mini_batches) for share in shard(sequences, self.config.ranks)]
         normalisers = [sum(_count(per_rank[r][m], self.config.aggregation) for r in range(self.config.ranks))
                        for m in range(self.config.mini_batches)]
-        results = ray.get([w.train_step.remote(per_rank[r], normalisers) for r, w in enumerate(self.workers)],
-                          timeout=self.timeout_s)
-        merged = {key: sum(r[key] for r in results) / len(results) for key in results[0]}
-        merged["loss"] = sum(r["loss"] for r in results)  # each rank reports its share of the batch loss
-        return merged, stats
+        results = self.wait([rank.train_step.remote(per_rank[r], normalisers) for r, rank in enumerate(self.ranks)])
+        return LearnerStats.merge(results), stats
 
     def logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        return self._all(lambda w: w.logprobs.remote(prompt_ids, completion_ids))[0]
+        return self._all(lambda rank: rank.logprobs.remote(prompt_ids, completion_ids))[0]
 
     def save_checkpoint(self, directory: str, tag: str, client_state: dict[str, Any]) -> str:
-        return self._all(lambda w: w.save_checkpoint.remote(directory, tag, client_state))[0]
+        return self._all(lambda rank: rank.save_checkpoint.remote(directory, tag, client_state))[0]
 
     def load_checkpoint(self, directory: str, tag: str) -> dict[str, Any]:
-        return self._all(lambda w: w.load_checkpoint.remote(directory, tag))[0]
+        return self._all(lambda rank: rank.load_checkpoint.remote(directory, tag))[0]
 
     def export_hf(self, directory: str, tokenizer_from: Optional[str] = None) -> str:
-        return self._all(lambda w: w.export_hf.remote(directory, tokenizer_from))[0]
+        return self._all(lambda rank: rank.export_hf.remote(directory, tokenizer_from))[0]
 
     def full_state_dict(self) -> dict[str, Any]:
-        return self._all(lambda w: w.full_state_dict.remote())[0]
+        return self._all(lambda rank: rank.full_state_dict.remote())[0]
 
     # -- the learner side of learner/weight_sync.py ----------------------------------------------------
 
     def weight_plan(self) -> list:
-        return ray.get(self.workers[0].weight_plan.remote(), timeout=self.timeout_s)
+        return self.wait([self.ranks[0].weight_plan.remote()])[0]
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Where rank 0 hosts the weight group's TCP store (its node, a free port there)."""
-        return ray.get(self.workers[0].rendezvous_address.remote(), timeout=self.timeout_s)
+        return self.wait([self.ranks[0].rendezvous_address.remote()])[0]
 
     def connect_sender(self, transport: str, **kwargs: Any) -> Any:
-        return self.workers[0].connect_sender.remote(transport, **kwargs)
+        return self.ranks[0].connect_sender.remote(transport, **kwargs)
 
-    def push_weights(self, version: int) -> list[Any]:
-        return [w.push_weights.remote(version) for w in self.workers]
+    def push_weights(self, version: int, replicas: Optional[list[int]] = None) -> list[Any]:
+        return [rank.push_weights.remote(version, replicas) for rank in self.ranks]
 
     def shutdown(self) -> None:
-        for worker in self.workers:
-            ray.kill(worker)
+        for rank in self.ranks:
+            ray.kill(rank)
         remove_placement_group(self.placement)
 
 

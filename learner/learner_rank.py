@@ -1,4 +1,4 @@
-"""LearnerWorker: one data-parallel rank of the DeepSpeed ZeRO learner, inside a Ray actor.
+"""LearnerRank: one data-parallel rank of the DeepSpeed ZeRO learner, inside a Ray actor.
 
 Every rank runs the same sequence of collectives, so every method here is called on all ranks at once
 (``LearnerGroup`` does that). Gradient accumulation is DeepSpeed's own, with a fixed number of
@@ -18,17 +18,19 @@ import functools
 import os
 import random
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import ray
 import torch
 
 from conductor.config import LearnerConfig
+from conductor.timer import Timer
 from learner.grpo import GrpoSettings, policy_loss
 from learner.lr_schedule import lr_factor
-from learner.train_batch import TrainSequence, collate, split, token_logprobs
+from learner.train_batch import LearnerStats, TrainSequence, collate, split, token_logprobs
 
 EMPTY = TrainSequence(prompt_ids=(0,), completion_ids=(0,), behaviour_logprobs=(0.0,), advantage=0.0)
 
@@ -68,7 +70,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 @ray.remote
-class LearnerWorker:
+class LearnerRank:
     def __init__(self, rank: int, world_size: int, master_port: int, model_path: str, config: LearnerConfig,
                  total_steps: int, accumulation_steps: int, seed: int = 0):
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
@@ -109,7 +111,8 @@ class LearnerWorker:
             self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
             self.reference.requires_grad_(False)
         self.settings = GrpoSettings(eps_low=config.eps_low, eps_high=config.eps_high, kl_coef=config.kl_coef,
-                                     aggregation=config.aggregation, tis_cap=config.tis_cap)
+                                     aggregation=config.aggregation,
+                                     tis_cap=config.resolved(asynchronous=False).tis_cap)
         self.steps_done = 0
         self.sender = None
 
@@ -126,30 +129,35 @@ class LearnerWorker:
         logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
         return token_logprobs(logits, batch.input_ids)
 
-    def train_step(self, mini_batches: list[list[TrainSequence]], normalisers: list[float]) -> dict[str, float]:
+    def train_step(self, mini_batches: list[list[TrainSequence]], normalisers: list[float]) -> LearnerStats:
         """One training step: an optimizer step per mini-batch. ``normalisers[m]`` is mini-batch m's
         token (or sequence) count over all ranks."""
+        timings: dict[str, float] = {}
         self.engine.train()
-        prepared = [self._micro_batches(mini) for mini in mini_batches]
+        with Timer("collate", timings):
+            prepared = [self._micro_batches(mini) for mini in mini_batches]
         old = None
         if len(prepared) > 1:  # several updates on one batch: ratios against the pre-update policy
-            with torch.no_grad():
+            with torch.no_grad(), Timer("forward", timings):
                 old = [[self._forward_logprobs(self.engine, b) for b in micros] for micros in prepared]
         totals = {"loss": 0.0, "clip_fraction": 0.0, "mean_ratio": 0.0, "kl": 0.0}
         micro_count = 0
         for m, micros in enumerate(prepared):
             for k, batch in enumerate(micros):
-                logprobs = self._forward_logprobs(self.engine, batch)
-                old_logprobs = old[m][k] if old is not None else logprobs.detach()
-                ref = None
-                if self.reference is not None:
-                    with torch.no_grad():
-                        ref = self._forward_logprobs(self.reference, batch)
-                loss, stats = policy_loss(logprobs, old_logprobs, batch.advantages, batch.completion_mask,
-                                          self.settings, behaviour_logprobs=batch.behaviour_logprobs,
-                                          ref_logprobs=ref, normaliser=max(normalisers[m], 1.0) / self.world_size)
-                self.engine.backward(loss, scale_wrt_gas=False)
-                self.engine.step()
+                with Timer("forward", timings):
+                    logprobs = self._forward_logprobs(self.engine, batch)
+                    old_logprobs = old[m][k] if old is not None else logprobs.detach()
+                    ref = None
+                    if self.reference is not None:
+                        with torch.no_grad():
+                            ref = self._forward_logprobs(self.reference, batch)
+                    loss, stats = policy_loss(logprobs, old_logprobs, batch.advantages, batch.completion_mask,
+                                              self.settings, behaviour_logprobs=batch.behaviour_logprobs,
+                                              ref_logprobs=ref, normaliser=max(normalisers[m], 1.0) / self.world_size)
+                with Timer("backward", timings):
+                    self.engine.backward(loss, scale_wrt_gas=False)
+                with Timer("optimizer", timings):
+                    self.engine.step()
                 totals["loss"] += loss.item() / self.world_size
                 for key in ("clip_fraction", "mean_ratio", "kl"):
                     totals[key] += stats[key]
@@ -157,9 +165,8 @@ class LearnerWorker:
         self.steps_done += 1
         for key in ("clip_fraction", "mean_ratio", "kl"):
             totals[key] /= max(1, micro_count)
-        totals["grad_norm"] = float(self.engine.get_global_grad_norm() or 0.0)
-        totals["lr"] = float(self.scheduler.get_last_lr()[0])
-        return totals
+        return LearnerStats(**totals, grad_norm=float(self.engine.get_global_grad_norm() or 0.0),
+                            lr=float(self.scheduler.get_last_lr()[0]), timings=timings)
 
     def logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The current policy's logprobs of ``completion_ids`` after ``prompt_ids`` (tests, diagnostics)."""
@@ -210,34 +217,37 @@ class LearnerWorker:
         return int(self.config.sync_bucket_mb * 2**20)
 
     def weight_plan(self) -> list[list[tuple[str, tuple[int, ...], str]]]:
-        from learner.weight_sync import bucket_plan, parameter_specs
+        from conductor.weight_transfer import bucket_plan
+        from learner.weight_sync import parameter_specs
 
         return bucket_plan(parameter_specs(self.engine.module), self._bucket_bytes())
 
     def rendezvous_address(self) -> tuple[str, int]:
-        from learner.weight_sync import free_port
+        from conductor.weight_transfer import free_port
 
         host = ray.util.get_node_ip_address()
         return host, free_port(host)
 
-    def connect_sender(self, transport: str, engines: Any = None, group_address: Optional[tuple[str, int]] = None,
-                       group_size: int = 0) -> bool:
+    def connect_sender(self, transport: str, replicas: Any = None,
+                       group_address: Optional[tuple[str, int]] = None, group_size: int = 0) -> bool:
         """Rank 0 holds the sending side: the engines' handles (object store) or a process group spanning
         itself and the engines' workers (collective; blocks until every engine worker joins)."""
-        from learner.weight_sync import CollectiveSender, ObjectStoreSender, WeightGroup
+        from conductor.weight_transfer import WeightGroup
+        from learner.weight_sync import CollectiveSender, ObjectStoreSender
 
         if self.rank != 0:
             return False
         if transport == "object_store":
-            self.sender = ObjectStoreSender(engines)
+            self.sender = ObjectStoreSender(replicas)
         else:
             backend = "nccl" if self.config.num_gpus_per_rank > 0 else "gloo"
             self.sender = CollectiveSender(WeightGroup.open(backend, group_address[0], group_address[1], 0,
                                                             group_size))
         return True
 
-    def push_weights(self, version: int) -> int:
-        """Gather parameters bucket by bucket (all ranks) and send each from rank 0."""
+    def push_weights(self, version: int, replicas: Optional[list[int]] = None) -> int:
+        """Gather parameters bucket by bucket (all ranks) and send each from rank 0 (to ``replicas``:
+        default all)."""
         from learner.weight_sync import gathered_buckets, parameter_specs
 
         for bucket in gathered_buckets(self.engine.module, parameter_specs(self.engine.module), self._bucket_bytes(),
@@ -245,7 +255,7 @@ class LearnerWorker:
             if self.rank == 0:
                 self.sender.send(bucket)
         if self.rank == 0:
-            self.sender.finish(version)
+            self.sender.finish(version, replicas)
         return version
 
 

