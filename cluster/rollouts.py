@@ -15,13 +15,16 @@ import json
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import ray
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cluster.rollout_feed import RolloutFeed
 from conductor.config import Config, config_from_cli
+from conductor.rollout import RolloutRequest
 from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import summarise
 from conductor.simulator.presets import load_preset, simulated_pool_config
@@ -31,10 +34,9 @@ from conductor.verifiers.sandbox import host_isolation
 
 
 def tasks_for(config: Config) -> list[Task]:
+    """Every task of the configured datasets (each honouring its own ``limit``), or the simulated preset's."""
     tasks = [t for spec in config.data.datasets for t in load_tasks(spec)]
-    if not tasks:
-        tasks = list(load_preset(config.simulator).tasks)
-    return tasks[: config.rollout.limit] if config.rollout.limit else tasks
+    return tasks or list(load_preset(config.simulator).tasks)
 
 
 def policy_path(config: Config, tiny_dir: Path | None = None) -> str:
@@ -49,10 +51,12 @@ def policy_path(config: Config, tiny_dir: Path | None = None) -> str:
 
 def run(config: Config, console: Console) -> dict[str, float]:
     from actors.conductor_engine import start_engines
-    from actors.rollout_worker import RolloutWorker
+    from actors.rollout_actor import RolloutActor
+    from actors.worker_pool import RayPool
     from cluster.placement import engine_placement_group
 
     tasks = tasks_for(config)
+    tasks = tasks[:config.rollout.limit] if config.rollout.limit else tasks
     model = policy_path(config)
     store_path = config.rollout.store_path.format(run_name=config.run_name)
     with contextlib.ExitStack() as stack:
@@ -62,25 +66,31 @@ def run(config: Config, console: Console) -> dict[str, float]:
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
         engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine))
-        workers = [RolloutWorker.remote(config, model, engines, store_path, config.seed + i)
-                   for i in range(config.rollout.workers)]
-        batches = [tasks[i:i + config.rollout.questions_per_batch]
-                   for i in range(0, len(tasks), config.rollout.questions_per_batch)]
+        pool = RayPool(config.pool, seed=config.seed)  # owned (and held) here: outlives any rollout actor
+        feed = RolloutFeed([RolloutActor.remote(config, model, engines, store_path, config.seed + i)
+                            for i in range(config.rollout.actors)])
+        requests = [RolloutRequest(f"rollouts-{uuid.uuid4().hex[:8]}-{i}",
+                                   tuple(tasks[start:start + config.rollout.questions_per_batch]), return_records=True)
+                    for i, start in enumerate(range(0, len(tasks), config.rollout.questions_per_batch))]
         records: list[RolloutRecord] = []
         started = time.time()
         columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[status]}"))
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task("rollouts", total=len(tasks) * config.rollout.group_size, status="")
-            pending = {workers[i % len(workers)].run.remote(batch): batch for i, batch in enumerate(batches)}
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                pending.pop(done[0])
-                records += ray.get(done[0])
-                stats = summarise(records)
-                progress.update(bar, completed=len(records), status=f"format {stats['format_rate']:.2f} "
-                                f"acc {stats['accuracy']:.2f} reward {stats['mean_reward']:.2f}")
-    summary = dict(summarise(records), wall_seconds=time.time() - started, store=store_path,
+            for request in requests:
+                feed.submit(request)
+            while feed.busy:
+                for receipt in feed.poll(timeout_s=1.0):
+                    records += receipt.records
+                    stats = summarise(records)
+                    progress.update(bar, completed=len(records), status=f"format {stats.format_rate:.2f} "
+                                    f"acc {stats.accuracy:.2f} reward {stats.mean_reward:.2f}")
+            pool_stats = pool.stats()
+            failed = feed.take_given_up()
+            if failed:
+                console.print(f"[red]{len(failed)} rollout request(s) failed: {[r.batch_id for r in failed]}[/]")
+    summary = dict(summarise(records).as_dict(), wall_seconds=time.time() - started, store=store_path, pool=pool_stats,
                    sandbox_isolation=host_isolation(), code_isolation_required=config.verifier.require_code_isolation)
     console.print_json(json.dumps(summary))
     return summary

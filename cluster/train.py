@@ -1,232 +1,373 @@
-"""Train a Conductor: SFT warm start, then synchronous GRPO — generate → store → train → broadcast — then
-an evaluation on held-out questions against the best single worker and the random router.
+"""Train a Conductor: SFT warm start, then GRPO over the replay store, then an evaluation on held-out
+questions against the best single worker and the random router.
 
     .venv/bin/python -m cluster.train --config configs/train-toy.yaml [--set train.steps=60 ...]
 
-Ray: embedded local cluster, or the one in RAY_ADDRESS (``ray job submit``). Pool: the configured
-providers, or the simulated preset started here when ``pool.workers`` is empty. Everything the run
-leaves is under ``runs/<run_name>/``: rollouts (replay store), checkpoints, the exported policy
-(``policy/``, loadable by ``vllm serve``), ``curve.png`` and ``summary.json``.
+The recipe reads top to bottom: ``setup`` (data, pool, warm start, baselines, the cluster's actors),
+``train`` (the loop), ``finish`` (best checkpoint, held-out evaluation, export, summary). One loop serves
+both modes: with ``train.max_staleness: 0`` it is synchronous (sample Q groups at version v, train,
+publish v + 1); with k >= 1 the rollout actors keep sampling while the learner trains, and admission
+control (conductor/staleness.py) keeps every trained record at most k versions old.
+
+It heals itself: engines, rollout actors and pool actors restart (Ray ``max_restarts``) and their work
+is issued again; a dead learner rank makes the driver rebuild the learner group from the newest
+checkpoint (``train.max_learner_restarts`` times). Ray: embedded local cluster, or the one in
+RAY_ADDRESS (``ray job submit``). Pool: the configured providers, or the simulated preset started here
+when ``pool.workers`` is empty. Everything the run leaves is under ``runs/<run_name>/``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import random
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import ray
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from cluster.rollouts import policy_path, tasks_for
-from cluster.train_report import DashboardMetrics, log_line, results_table, write_plot, write_summary
+from cluster.group_collector import GroupCollector
+from cluster.rollout_feed import RolloutFeed
+from cluster.rollouts import tasks_for
+from cluster.step_stats import StalenessStats, StepStats
+from cluster.train_report import DashboardMetrics, log_line, progress_bar, results_table, write_plot, write_summary
 from cluster.train_state import Checkpoints, TrainState
+from cluster.warm_start import warm_start_policy
 from conductor.baselines import run_baselines
 from conductor.config import Config, config_from_cli
+from conductor.group_buffer import Group
 from conductor.replay_store import Cursor, ReplayStore
-from conductor.rollout import RolloutRunner, SamplingSettings
-from conductor.rollout_record import RolloutRecord, from_table
-from conductor.rollout_summary import summarise
+from conductor.rollout import RolloutRequest, SamplingSettings
+from conductor.rollout_summary import RolloutStats, summarise
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
+from conductor.staleness import StalenessManager
 from conductor.tasks.splits import TaskSampler, split_tasks
+from conductor.timer import Timer
 from conductor.verifiers.sandbox import host_isolation
-from learner.train_batch import build_sequences
 
-MAX_ROLLBACKS = 3
-
-
-def warm_start_policy(config: Config, run_dir: Path, train_tasks: list, console: Console) -> str:
-    """The starting policy: the configured model, or a tiny one built here; then the SFT warm start."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from learner.sft import SftSettings, sft_warm_start
-
-    start = policy_path(config, run_dir / "initial")
-    if config.sft.steps == 0:
-        return start
-    out = run_dir / "sft"
-    if (out / "config.json").exists():
-        console.print(f"SFT warm start: reusing {out}")
-        return str(out)
-    tokenizer = AutoTokenizer.from_pretrained(start)
-    model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
-    prompter = RolloutRunner(config, tokenizer, generator=None, pool=None, seed=config.seed)
-    prompts = [prompter.task_prompt_ids(task, prompter.roster()) for task in train_tasks[:config.sft.prompts]]
-    started = time.time()
-    settings = SftSettings(steps=config.sft.steps, batch_size=config.sft.batch_size, lr=config.sft.lr,
-                           warmup_steps=config.sft.warmup_steps, two_step_fraction=config.sft.two_step_fraction,
-                           prompt_loss=config.sft.prompt_loss, seed=config.seed)
-    losses = sft_warm_start(model, tokenizer, prompts, len(config.pool.workers), settings)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    console.print(f"SFT warm start: {config.sft.steps} steps in {time.time() - started:.0f}s, "
-                  f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
-    return str(out)
+__all__ = ["GrpoRecipe", "main", "train", "warm_start_policy"]
 
 
-def rollout(workers: list, tasks: list, **options: Any) -> list[RolloutRecord]:
-    """Tasks dealt round-robin over the rollout workers; records in one list."""
-    shares = [tasks[i::len(workers)] for i in range(len(workers))]
-    results = ray.get([w.run.remote(share, **options) for w, share in zip(workers, shares) if share])
-    return [record for records in results for record in records]
+class GrpoRecipe:
+    def __init__(self, config: Config, console: Console):
+        self.config, self.console = config, console
+        self.run_dir = Path("runs") / config.run_name
+        self.stack = contextlib.ExitStack()
+        self.started = time.time()
 
+    # -- setup ------------------------------------------------------------------------------------------
 
-def evaluate(workers: list, tasks: list, config: Config) -> dict[str, float]:
-    sampling = SamplingSettings(temperature=config.train.eval_temperature, top_p=1.0,
-                                max_new_tokens=config.rollout.max_new_tokens)
-    return summarise(rollout(workers, tasks, write=False, group_size=1, sampling=sampling))
+    def setup(self) -> None:
+        from transformers import AutoTokenizer
+
+        from actors.conductor_engine import start_engines
+        from actors.rollout_actor import RolloutActor
+        from actors.worker_pool import RayPool
+        from cluster.placement import engine_placement_group
+
+        config = self.config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.splits = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
+                                  config.seed)
+        self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
+                           f"{len(self.splits.heldout)} held-out")
+        if not config.pool.workers:
+            sim = self.stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
+            config = self.config = config.model_copy(
+                update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
+
+        # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
+        self.policy = warm_start_policy(config, self.run_dir, list(self.splits.train), self.console)
+        self.baselines = run_baselines(config, self.splits.heldout, AutoTokenizer.from_pretrained(self.policy),
+                                       seed=config.seed)
+        single = [stats["accuracy"] for name, stats in self.baselines.items() if name != "random"]
+        self.console.print(f"held-out baselines: best single {max(single):.3f}, "
+                           f"random router {self.baselines['random']['accuracy']:.3f}")
+        warn_infra_errors(self.console, "held-out baselines",
+                          sum(int(stats["infra_errors"]) for stats in self.baselines.values()))
+
+        # The cluster: engines, rollout actors, learners, weight sync.
+        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
+        self.stack.callback(ray.shutdown)
+        self.store_path = config.rollout.store_path.format(run_name=config.run_name)
+        self.store = ReplayStore(self.store_path, storage_options=config.rollout.storage_options or None)
+        self.engines = start_engines(self.policy, config.engine, config.seed, engine_placement_group(config.engine))
+        self.pool = RayPool(config.pool, seed=config.seed)  # owned (and held) here: outlives any rollout actor
+        self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
+                                                     config.seed + i) for i in range(config.rollout.actors)])
+        self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
+        self.learners = self._start_learners()
+        self.checkpoints = Checkpoints(self.run_dir / "checkpoints", config.learner.keep_checkpoints)
+        self.metrics = DashboardMetrics(config.run_name)
+        self.state = TrainState()
+        if config.train.resume and self.checkpoints.latest():
+            self.state = self.checkpoints.load(self.learners, self.checkpoints.latest())
+            self.console.print(f"resumed from {self.checkpoints.latest()} (step {self.state.step}, "
+                               f"policy v{self.state.version})")
+        self.sampler = TaskSampler(self.splits.train, config.seed, **self.state.sampler)
+        # Engines start from the warm-start weights: hand them the learners' own, under a version no earlier
+        # (killed) segment wrote rollouts for. Records older than this segment's first version are not read.
+        self.state.version = max([self.state.version, *self.store.versions()])
+        self.staleness = StalenessManager(config.train.questions_per_step, config.train.max_staleness)
+        self._publish()
+        self.collector = GroupCollector(
+            self.feed, self.store, self.sampler, self.staleness, Cursor.from_json(self.state.store_cursor),
+            segment=uuid.uuid4().hex[:8], first_version=self.state.version,
+            questions_per_batch=config.rollout.questions_per_batch, refill_rounds=config.train.refill_rounds,
+            filter_zero_spread=self.learner_config.filter_zero_spread, on_wait=self._look_after_actors,
+            count=self._count)
+        self._start_fault_handling()
+
+    def _start_learners(self) -> Any:
+        from learner.learner_group import LearnerGroup
+        from learner.weight_sync import WeightSync
+
+        sequences = self.config.train.questions_per_step * self.config.rollout.group_size
+        learners = LearnerGroup(self.policy, self.learner_config, self.config.train.steps, sequences,
+                                seed=self.config.seed)
+        self.sync = WeightSync(learners, self.engines, self.learner_config.weight_sync)
+        return learners
+
+    def _start_fault_handling(self) -> None:
+        from cluster.chaos import ChaosMonkey
+        from cluster.restart_watch import RestartWatch
+
+        targets: dict[str, Callable[[], list[Any]]] = {
+            "rollout_actor": lambda: self.feed.actors, "engine": lambda: self.engines.replicas,
+            "pool": lambda: list(self.pool.actors.values()), "learner": lambda: self.learners.ranks}
+        self.watch = RestartWatch({kind: targets[kind] for kind in ("rollout_actor", "engine", "pool")})
+        self.watch.look()
+        self.chaos = ChaosMonkey(self.config.chaos, targets, log=self.console.print).start()
+        self.stack.callback(self.chaos.stop)
+        self.stack.callback(lambda: self.learners.shutdown())
+
+    # -- the training loop ------------------------------------------------------------------------------
+
+    def train(self) -> None:
+        config, state = self.config, self.state
+        segment_start = time.time()
+        with progress_bar(self.console, config.train.steps, state.step) as progress:
+            while state.step < config.train.steps:
+                stats = self.train_step()
+                if stats is None:
+                    continue  # the learner group was rebuilt mid-step; the step's groups were dropped
+                row = stats.row()
+                state.history.append(row)
+                self.console.print(log_line(row))
+                progress.update(completed=state.step, status=f"reward {row['mean_reward']:.2f} "
+                                f"val best {max(state.best_val, 0.0):.2f}")
+                self.metrics.update(dict(row, policy_version=state.version))
+                if self._format_collapsed(row):
+                    self._roll_back()
+                    continue
+                if state.step % config.train.eval_every == 0 or state.step == config.train.steps:
+                    self._validate()
+                if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
+                    self._checkpoint(f"step-{state.step}")
+        state.wall_seconds += time.time() - segment_start
+        if self.checkpoints.latest() != f"step-{state.step}":
+            self._checkpoint(f"step-{state.step}")
+
+    def train_step(self) -> StepStats | None:
+        from learner.learner_group import LearnerGroupFailed
+
+        timings: dict[str, float] = {}
+        step_start = time.perf_counter()
+        with Timer("rollout", timings):
+            collected = self.collector.collect(lambda: self.state.version)
+        learner_version, groups = self.state.version, collected.groups
+        records = [record for group in groups for record in group]
+        try:
+            with Timer("train", timings):
+                learner_stats, batch_stats = self.learners.train_step(records)
+            with Timer("sync", timings):
+                self._publish(step_done=True)
+        except LearnerGroupFailed as exc:
+            self.staleness.discard(len(groups))
+            self._count("groups_lost_with_learner", len(groups))
+            self._rebuild_learners(exc)
+            return None
+        self.state.step += 1
+        self._log_trained(groups, learner_version)
+        self.state.sampler, self.state.store_cursor = self.sampler.state(), self.collector.cursor.to_json()
+        timings["step"] = time.perf_counter() - step_start
+        return StepStats(step=self.state.step, version=self.state.version, rollouts=summarise(records),
+                         learner=learner_stats, batch=batch_stats,
+                         staleness=StalenessStats.of(records, learner_version, collected.stale_dropped,
+                                                     collected.refill_rounds), timings=timings)
+
+    def _look_after_actors(self) -> None:
+        """Engines that came back from a restart get the current weights; restarts are counted."""
+        from learner.learner_group import LearnerGroupFailed
+
+        for kind, count in self.watch.look().items():
+            self._count(f"{kind}_restarts", count, absolute=True)
+        try:
+            repaired = self.sync.repair(self.state.version)
+        except LearnerGroupFailed as exc:  # the learner pushes the repair: rebuilding it publishes to all
+            self._rebuild_learners(exc)
+            return
+        if repaired:
+            self._count("engine_repairs", len(repaired))
+            self.console.print(f"[yellow]engine replica(s) {repaired} restarted: given policy v{self.state.version}[/]")
+
+    def _publish(self, step_done: bool = False) -> None:
+        """A new policy version: push the learners' weights to the engines, replica by replica. Only a
+        training step's version opens room for more rollouts; a version from a rollback or a rebuilt
+        learner just makes the groups in flight one version older (the too old are dropped on reading)."""
+        self.state.version += 1
+        self.sync.push(self.state.version)
+        if step_done:
+            self.staleness.publish()
+
+    def _rebuild_learners(self, cause: Exception) -> None:
+        restarts = self.state.faults.get("learner_restarts", 0)
+        if restarts >= self.config.train.max_learner_restarts:
+            raise RuntimeError(f"the learner group failed {restarts + 1} times; last: {cause}") from cause
+        self._count("learner_restarts")
+        with contextlib.suppress(Exception):
+            self.learners.shutdown()
+        self.learners = self._start_learners()
+        tag = self.checkpoints.latest()
+        if tag:
+            self.checkpoints.load(self.learners, tag)
+        self._publish()
+        self.console.print(f"[yellow]a learner rank died ({cause}); rebuilt the learner group from "
+                           f"{tag or 'the warm-start policy'}, now policy v{self.state.version}[/]")
+
+    def _format_collapsed(self, row: dict[str, Any]) -> bool:
+        """A collapsed format (all rewards 0, all advantages 0) never recovers: roll back."""
+        state, train = self.state, self.config.train
+        state.low_format_steps = state.low_format_steps + 1 if row["format_rate"] < train.format_floor else 0
+        return state.low_format_steps >= train.format_patience and self.checkpoints.latest() is not None
+
+    def _roll_back(self) -> None:
+        """Restore the newest checkpoint's weights and optimizer; the step count, data and history move on."""
+        if self.state.rollbacks >= self.config.train.max_rollbacks:
+            raise RuntimeError(f"the sampled format rate collapsed {self.state.rollbacks + 1} times; lower "
+                               "learner.lr or lengthen the warmup")
+        tag = self.checkpoints.latest()
+        self._with_learners(lambda: self.checkpoints.load(self.learners, tag))
+        self.state.rollbacks += 1
+        self.state.low_format_steps = 0
+        self._with_learners(self._publish)
+        self.console.print(f"[yellow]sampled format rate stayed under the floor: rolled back to {tag}[/]")
+
+    def _validate(self) -> None:
+        state = self.state
+        result = self.evaluate(list(self.splits.val))
+        state.evals.append({"step": state.step, "val_accuracy": result.accuracy, "val_format_rate": result.format_rate})
+        self.metrics.update({"val_accuracy": result.accuracy})
+        better = result.accuracy > state.best_val
+        self.console.print(f"  validation: accuracy {result.accuracy:.3f}, format {result.format_rate:.2f}"
+                           + ("  (best so far: kept)" if better else f"  (best {state.best_val:.3f} at step "
+                                                                     f"{state.best_step})"))
+        if better:
+            state.best_val, state.best_step = result.accuracy, state.step
+            self._checkpoint("best")
+
+    def evaluate(self, tasks: list) -> RolloutStats:
+        """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored."""
+        sampling = SamplingSettings(temperature=self.config.train.eval_temperature, top_p=1.0,
+                                    max_new_tokens=self.config.rollout.max_new_tokens)
+        actors, batch_id = len(self.feed.actors), self.collector.next_batch_id()
+        requests = [RolloutRequest(f"{batch_id}-eval{i}", tuple(tasks[i::actors]), group_size=1, sampling=sampling,
+                                   write=False, return_records=True) for i in range(actors) if tasks[i::actors]]
+        return summarise([r for receipt in self.feed.run(requests) for r in receipt.records])
+
+    def _checkpoint(self, tag: str) -> None:
+        self._with_learners(lambda: self.checkpoints.save(self.learners, self.state, tag))
+
+    def _with_learners(self, action: Callable[[], Any]) -> Any:
+        """Run ``action``; if a learner rank dies during it, rebuild the group and run it once more."""
+        from learner.learner_group import LearnerGroupFailed
+
+        try:
+            return action()
+        except LearnerGroupFailed as exc:
+            self._rebuild_learners(exc)
+            return action()
+
+    def _count(self, key: str, amount: int = 1, absolute: bool = False) -> None:
+        if amount or absolute:
+            faults = self.state.faults
+            faults[key] = amount if absolute else faults.get(key, 0) + amount
+
+    def _log_trained(self, groups: list[Group], learner_version: int) -> None:
+        """One line per step: the groups trained, their rollout ids and versions (for audits and tests)."""
+        line = {"step": self.state.step, "learner_version": learner_version,
+                "groups": {group[0].group_id: {"version": group[0].policy_version,
+                                               "rollout_ids": sorted(r.rollout_id for r in group)}
+                           for group in groups}}
+        with open(self.run_dir / "trained_groups.jsonl", "a") as handle:
+            handle.write(json.dumps(line) + "\n")
+
+    # -- finish -----------------------------------------------------------------------------------------
+
+    def finish(self) -> dict[str, Any]:
+        """Held-out evaluation of the best validated policy, its export, and the summary."""
+        state = self.state
+        self.chaos.stop()
+        if state.best_step not in (-1, state.step):
+            best = self._with_learners(lambda: self.checkpoints.load(self.learners, "best"))
+            self._with_learners(self._publish)
+            self.console.print(f"evaluating the best validated policy (step {best.step}, val {best.best_val:.3f})")
+        heldout = self.evaluate(list(self.splits.heldout))
+        warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
+        exported = self._with_learners(lambda: self.learners.export_hf(str(self.run_dir / "policy"),
+                                                                       tokenizer_from=self.policy))
+        self._look_after_actors()
+        summary = self._summary(heldout, exported)
+        write_summary(self.run_dir / "summary.json", summary)
+        self.console.print(results_table(summary))
+        self.console.print(f"summary: {self.run_dir / 'summary.json'}")
+        return summary
+
+    def _summary(self, heldout: RolloutStats, exported: str) -> dict[str, Any]:
+        state, config = self.state, self.config
+        single = {name: stats["accuracy"] for name, stats in self.baselines.items() if name != "random"}
+        best_single, random_router = max(single.values()), self.baselines["random"]["accuracy"]
+        summary = {
+            "run_name": config.run_name, "heldout_accuracy": heldout.accuracy,
+            "heldout_format_rate": heldout.format_rate, "heldout_questions": len(self.splits.heldout),
+            "heldout_infra_errors": heldout.infra_errors,
+            "heldout_scored": len(self.splits.heldout) - heldout.infra_errors,
+            "heldout_question_ids": [task.id for task in self.splits.heldout],
+            "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in self.baselines.items()},
+            "sandbox_isolation": host_isolation(), "code_isolation_required": config.verifier.require_code_isolation,
+            "best_single_accuracy": best_single, "single_worker_accuracy": single,
+            "random_router_accuracy": random_router, "margin_over_best_single": heldout.accuracy - best_single,
+            "steps": state.step, "best_step": state.best_step, "best_val_accuracy": state.best_val,
+            "rollbacks": state.rollbacks, "policy_version": state.version, "policy_dir": exported,
+            "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
+            "engine_versions": self.engines.versions(allow_unavailable=True),
+            "chaos_kills": [f"{kind} {index}" for kind, index in self.chaos.kills],
+            "grpo_seconds": state.wall_seconds, "wall_seconds": time.time() - self.started,
+            "store": self.store_path}
+        if config.train.plot and state.history:
+            summary["curve_png"] = str(write_plot(state.history, state.evals,
+                                                  {"best_single": best_single, "random": random_router},
+                                                  self.run_dir / "curve.png"))
+        return summary
+
+    def close(self) -> None:
+        self.stack.close()
 
 
 def train(config: Config, console: Console) -> dict[str, Any]:
-    from actors.conductor_engine import start_engines
-    from actors.rollout_worker import RolloutWorker
-    from cluster.placement import engine_placement_group
-    from learner.learner_group import LearnerGroup
-    from learner.weight_sync import WeightSync
-
-    started = time.time()
-    run_dir = Path("runs") / config.run_name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    splits = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions, config.seed)
-    console.print(f"tasks: {len(splits.train)} train, {len(splits.val)} validation, {len(splits.heldout)} held-out")
-    with contextlib.ExitStack() as stack:
-        if not config.pool.workers:
-            sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
-        from transformers import AutoTokenizer
-
-        # 1. Warm start; the baselines on the held-out split, through the same executor, pool and verifier.
-        policy = warm_start_policy(config, run_dir, list(splits.train), console)
-        tokenizer = AutoTokenizer.from_pretrained(policy)
-        baselines = run_baselines(config, splits.heldout, tokenizer, seed=config.seed)
-        single = {name: stats["accuracy"] for name, stats in baselines.items() if name != "random"}
-        random_router, best_single = baselines["random"]["accuracy"], max(single.values())
-        baseline_infra_errors = {name: int(stats["infra_errors"]) for name, stats in baselines.items()}
-        console.print(f"held-out baselines: best single {best_single:.3f}, random router {random_router:.3f}")
-        warn_infra_errors(console, "held-out baselines", sum(baseline_infra_errors.values()))
-
-        # 2. The cluster: engines, rollout workers, learners, weight sync.
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
-        stack.callback(ray.shutdown)
-        store_path = config.rollout.store_path.format(run_name=config.run_name)
-        store = ReplayStore(store_path, storage_options=config.rollout.storage_options or None)
-        engines = start_engines(policy, config.engine, config.seed, engine_placement_group(config.engine))
-        workers = [RolloutWorker.remote(config, policy, engines, store_path, config.seed + i)
-                   for i in range(config.rollout.workers)]
-        sequences_per_step = config.train.questions_per_step * config.rollout.group_size
-        learners = LearnerGroup(policy, config.learner, config.train.steps, sequences_per_step, seed=config.seed)
-        stack.callback(learners.shutdown)
-        sync = WeightSync(learners, engines, config.learner.weight_sync)
-        checkpoints = Checkpoints(run_dir / "checkpoints", config.learner.keep_checkpoints)
-        metrics = DashboardMetrics(config.run_name)
-        rng = random.Random(config.seed)
-        state = TrainState()
-        if config.train.resume and checkpoints.latest():
-            state = checkpoints.load(learners, checkpoints.latest(), rng)
-            console.print(f"resumed from {checkpoints.latest()} (step {state.step}, policy v{state.version})")
-        # Engines start from the warm-start weights: hand them the learners' own, under a version no
-        # earlier (killed) segment wrote rollouts for.
-        state.version = max([state.version] + store.versions()) + 1
-        sync.push(state.version)
-        sampler = TaskSampler(splits.train, config.seed, **state.sampler)
-        cursor = Cursor.from_json(state.store_cursor)
-        segment_start = time.time()
-
-        # 3. GRPO: generate → store → train → broadcast.
-        columns = (TextColumn("GRPO"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-                   TimeRemainingColumn(), TextColumn("{task.fields[status]}"))
-        with Progress(*columns, console=console) as progress:
-            bar = progress.add_task("grpo", total=config.train.steps, completed=state.step, status="")
-            while state.step < config.train.steps:
-                step_start = time.time()
-                records = rollout(workers, sampler.next(config.train.questions_per_step), write=True)
-                for _ in range(config.train.refill_rounds):  # replace groups that carry no signal
-                    _, stats = build_sequences(records)
-                    missing = config.train.questions_per_step - (stats.groups - stats.zero_spread_groups)
-                    if missing <= 0:
-                        break
-                    records += rollout(workers, sampler.next(missing), write=True)
-                rollout_s = time.time() - step_start
-                table, cursor = store.read(min_version=state.version, max_version=state.version, cursor=cursor)
-                records = from_table(table)
-                train_start = time.time()
-                losses, batch = learners.train_step(records)
-                train_s = time.time() - train_start
-                state.version += 1
-                sync_start = time.time()
-                sync.push(state.version)
-                state.step += 1
-                row = dict(summarise(records), **losses, step=state.step, version=state.version,
-                           zero_spread_groups=batch.zero_spread_groups, rollout_s=rollout_s, train_s=train_s,
-                           sync_s=time.time() - sync_start, step_s=time.time() - step_start)
-                state.history.append(row)
-                console.print(log_line(row))
-                progress.update(bar, completed=state.step, status=f"reward {row['mean_reward']:.2f} "
-                                f"val best {max(state.best_val, 0.0):.2f}")
-                metrics.update(dict(row, policy_version=state.version))
-                state.sampler, state.store_cursor = sampler.state(), cursor.to_json()
-
-                # Guard: a collapsed format (all rewards 0 → all advantages 0) never recovers; roll back.
-                state.low_format_steps = state.low_format_steps + 1 if row["format_rate"] < config.train.format_floor else 0
-                if state.low_format_steps >= config.train.format_patience and checkpoints.latest():
-                    state = roll_back(checkpoints, learners, sync, state, rng, console)
-                    continue
-
-                if state.step % config.train.eval_every == 0 or state.step == config.train.steps:
-                    result = evaluate(workers, list(splits.val), config)
-                    state.evals.append({"step": state.step, "val_accuracy": result["accuracy"],
-                                        "val_format_rate": result["format_rate"]})
-                    metrics.update({"val_accuracy": result["accuracy"]})
-                    better = result["accuracy"] > state.best_val
-                    console.print(f"  validation: accuracy {result['accuracy']:.3f}, format {result['format_rate']:.2f}"
-                                  + ("  (best so far: kept)" if better else f"  (best {state.best_val:.3f} at step {state.best_step})"))
-                    if better:
-                        state.best_val, state.best_step = result["accuracy"], state.step
-                        checkpoints.save(learners, state, "best", rng)
-                if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
-                    checkpoints.save(learners, state, f"step-{state.step}", rng)
-        state.wall_seconds += time.time() - segment_start
-        if checkpoints.latest() != f"step-{state.step}":
-            checkpoints.save(learners, state, f"step-{state.step}", rng)
-
-        # 4. Held-out evaluation of the best validated policy, and its export.
-        if state.best_step not in (-1, state.step):
-            best = checkpoints.load(learners, "best", random.Random())
-            state.version += 1
-            sync.push(state.version)
-            console.print(f"evaluating the best validated policy (step {best.step}, val {best.best_val:.3f})")
-        heldout = evaluate(workers, list(splits.heldout), config)
-        warn_infra_errors(console, "held-out evaluation", heldout["infra_errors"])
-        exported = learners.export_hf(str(run_dir / "policy"), tokenizer_from=policy)
-
-    summary = {
-        "run_name": config.run_name, "heldout_accuracy": heldout["accuracy"],
-        "heldout_format_rate": heldout["format_rate"], "heldout_questions": len(splits.heldout),
-        "heldout_infra_errors": int(heldout["infra_errors"]),
-        "heldout_scored": len(splits.heldout) - int(heldout["infra_errors"]),
-        "heldout_question_ids": [task.id for task in splits.heldout],
-        "baseline_infra_errors": baseline_infra_errors,
-        "sandbox_isolation": host_isolation(), "code_isolation_required": config.verifier.require_code_isolation,
-        "best_single_accuracy": best_single, "single_worker_accuracy": single,
-        "random_router_accuracy": random_router, "margin_over_best_single": heldout["accuracy"] - best_single,
-        "steps": state.step, "best_step": state.best_step, "best_val_accuracy": state.best_val,
-        "rollbacks": state.rollbacks, "policy_version": state.version, "policy_dir": exported,
-        "wall_seconds": time.time() - started, "store": store_path}
-    if config.train.plot and state.history:
-        summary["curve_png"] = str(write_plot(state.history, state.evals,
-                                              {"best_single": best_single, "random": random_router},
-                                              run_dir / "curve.png"))
-    write_summary(run_dir / "summary.json", summary)
-    console.print(results_table(summary))
-    console.print(f"summary: {run_dir / 'summary.json'}")
-    return summary
+    recipe = GrpoRecipe(config, console)
+    try:
+        recipe.setup()
+        recipe.train()
+        return recipe.finish()
+    finally:
+        recipe.close()
 
 
 def warn_infra_errors(console: Console, what: str, count: int) -> None:
@@ -234,22 +375,6 @@ def warn_infra_errors(console: Console, what: str, count: int) -> None:
     if count:
         console.print(f"[yellow]{what}: {count} question(s) unscored (infrastructure errors: worker outages "
                       "or a sandbox that refused to run); accuracy is over the rest[/]")
-
-
-def roll_back(checkpoints: Checkpoints, learners: Any, sync: Any, state: TrainState, rng: random.Random,
-              console: Console) -> TrainState:
-    """Restore the newest checkpoint's weights and optimizer; the step count, data and history move on."""
-    if state.rollbacks >= MAX_ROLLBACKS:
-        raise RuntimeError(f"the sampled format rate collapsed {state.rollbacks + 1} times; lower learner.lr "
-                           "or lengthen the warmup")
-    tag = checkpoints.latest()
-    checkpoints.load(learners, tag, rng)
-    state.version += 1
-    state.rollbacks += 1
-    state.low_format_steps = 0
-    sync.push(state.version)
-    console.print(f"[yellow]sampled format rate stayed under the floor: rolled back to {tag} (weights, optimizer)[/]")
-    return state
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         train(config, console)
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
-        console.print(f"[red]a cluster actor died or stopped answering: {type(exc).__name__}: {exc}[/]\n"
+        console.print(f"[red]a cluster actor died and did not come back: {type(exc).__name__}: {exc}[/]\n"
                       f"Nothing already checkpointed is lost: rerun with --set train.resume=true")
         return 3
     return 0

@@ -3,10 +3,14 @@ table, the reward-curve PNG and ``summary.json`` (read by other tools: keep its 
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 LOG_FIELDS = (  # (key, label, format)
@@ -25,6 +29,23 @@ def log_line(row: dict[str, Any]) -> str:
     if row.get("infra_errors"):
         parts.append(f"infra {row['infra_errors']}")
     return " | ".join(parts)
+
+
+class StepProgress:
+    def __init__(self, progress: Progress, bar: Any):
+        self.progress, self.bar = progress, bar
+
+    def update(self, completed: int, status: str) -> None:
+        self.progress.update(self.bar, completed=completed, status=status)
+
+
+@contextlib.contextmanager
+def progress_bar(console: Console, total: int, completed: int) -> Iterator[StepProgress]:
+    """The GRPO progress bar under the per-step log lines: steps, elapsed, eta, a status."""
+    columns = (TextColumn("GRPO"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+               TimeRemainingColumn(), TextColumn("{task.fields[status]}"))
+    with Progress(*columns, console=console) as progress:
+        yield StepProgress(progress, progress.add_task("grpo", total=total, completed=completed, status=""))
 
 
 class DashboardMetrics:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,22 +29,16 @@ class TrainState:
     low_format_steps: int = 0
     rollbacks: int = 0
     wall_seconds: float = 0.0                          # summed over resumed segments
-    rng: Any = None                                    # the driver's random.Random state
+    faults: dict[str, int] = field(default_factory=dict)  # restarts by actor kind, re-issued requests, ...
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "TrainState":
+    def from_json(cls, text: str) -> TrainState:
         data = json.loads(text)
-        if data.get("rng") is not None:
-            data["rng"] = _tuples(data["rng"])
+        data.pop("rng", None)  # written by earlier versions; the driver keeps no RNG of its own
         return cls(**data)
-
-
-def _tuples(value: Any) -> Any:
-    """JSON turns random.getstate()'s tuples into lists; setstate needs them back."""
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 class Checkpoints:
@@ -53,8 +46,7 @@ class Checkpoints:
         self.root, self.keep = Path(root), keep
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def save(self, learners: Any, state: TrainState, tag: str, rng: random.Random) -> Path:
-        state.rng = rng.getstate()
+    def save(self, learners: Any, state: TrainState, tag: str) -> Path:
         learners.save_checkpoint(str(self.root), tag, {"policy_version": state.version, "step": state.step})
         (self.root / tag / "trainer_state.json").write_text(state.to_json())
         if tag.startswith("step-"):
@@ -66,12 +58,10 @@ class Checkpoints:
         marker = self.root / "latest.json"
         return json.loads(marker.read_text())["tag"] if marker.exists() else None
 
-    def load(self, learners: Any, tag: str, rng: random.Random) -> TrainState:
+    def load(self, learners: Any, tag: str) -> TrainState:
+        """Restore the learners' model, optimizer, scheduler and RNG; return the driver's state then."""
         learners.load_checkpoint(str(self.root), tag)
-        state = TrainState.from_json((self.root / tag / "trainer_state.json").read_text())
-        if state.rng is not None:
-            rng.setstate(state.rng)
-        return state
+        return TrainState.from_json((self.root / tag / "trainer_state.json").read_text())
 
     def _prune(self) -> None:
         steps = sorted((p for p in self.root.glob("step-*") if p.is_dir()), key=lambda p: int(p.name[5:]))

@@ -65,7 +65,7 @@ def test_parquet_and_gzip_and_bad_lines(tmp_path, shared_data):
 
 
 def test_missing_field_is_a_clear_error():
-    with pytest.raises(RowFormatError, match="Correct Answer.*it has \[.question.\]"):
+    with pytest.raises(RowFormatError, match=r"Correct Answer.*it has \[.question.\]"):
         gpqa_tasks([{"question": "lowercase layout"}])
 
 

@@ -7,7 +7,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_demo_runs_end_to_end_and_prints_the_trace():
     result = subprocess.run([sys.executable, "-m", "cluster.demo", "--config", "configs/demo.yaml"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+                            capture_output=True, text=True, timeout=120,
+                            env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Round 0" in out and "Round 1" in out and "accepted the previous answer" in out

@@ -62,7 +62,8 @@ def test_access_lists_build_prior_turns_and_question_visibility():
         by_subtask = {messages[-1]["content"].split("\n\n")[-1]: messages for _, messages in pool.calls}
         assert [m["role"] for m in by_subtask["solve"]] == ["user", "assistant", "user"]
         assert by_subtask["solve"][0]["content"].endswith("plan")
-        assert [m["content"].split("\n\n")[-1] for m in by_subtask["check"] if m["role"] == "user"] == ["plan", "solve", "check"]
+        shown = [m["content"].split("\n\n")[-1] for m in by_subtask["check"] if m["role"] == "user"]
+        assert shown == ["plan", "solve", "check"]
         assert len(by_subtask["alone"]) == 1
         question_seen = ["THE Q" in messages[0]["content"] for _, messages in pool.calls]
         assert question_seen == ([True] * 4 if visibility == "all" else [True, False, False, False])

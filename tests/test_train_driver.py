@@ -115,6 +115,15 @@ def test_train_writes_its_outputs_and_resumes(tmp_path):
     AutoModelForCausalLM.from_pretrained(run / "policy")
     AutoTokenizer.from_pretrained(run / "policy")
 
+    # One seed on one machine repeats: the same run again, in another directory, learns the same.
+    again_dir = tmp_path / "again"
+    again_dir.mkdir()
+    again = train(again_dir, "train.steps=4")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert learning(again_dir / "runs" / "t") == learning(run)
+    assert json.loads((again_dir / "runs" / "t" / "summary.json").read_text())["heldout_accuracy"] == \
+        summary["heldout_accuracy"]
+
     second = train(tmp_path, "train.steps=6", "train.resume=true")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed from step-4 (step 4" in second.stdout
@@ -123,6 +132,14 @@ def test_train_writes_its_outputs_and_resumes(tmp_path):
     assert resumed["steps"] == 6
     versions = ReplayStore(str(run / "rollouts")).versions()
     assert versions[:4] == [1, 2, 3, 4] and len(versions) == 6 and min(versions[4:]) > 5  # past the checkpoint's v5
+
+
+def learning(run: Path) -> list[tuple]:
+    """What a run learned, step by step, without its timings: rewards, losses, norms, validation."""
+    tag = json.loads((run / "checkpoints" / "latest.json").read_text())["tag"]
+    state = json.loads((run / "checkpoints" / tag / "trainer_state.json").read_text())
+    keys = ("mean_reward", "accuracy", "format_rate", "loss", "grad_norm", "conductor_tokens_per_rollout")
+    return [tuple(row[key] for key in keys) for row in state["history"]] + [tuple(e.values()) for e in state["evals"]]
 
 
 def test_a_collapsed_format_rolls_back_then_stops_with_advice(tmp_path):

@@ -1,17 +1,16 @@
 """The training driver's Ray-free parts: splits and the resumable sampler, the trainer state's JSON
-round trip (including the driver's RNG), the log line and the learner config's validation."""
+round trip, the log line and the learner config's validation."""
 
-import random
+import json
 
 import pytest
 
 from cluster.train_report import log_line
 from cluster.train_state import TrainState
-from conductor.config import ConfigError, load_config
+from conductor.config import ConfigError, LearnerConfig, load_config
 from conductor.tasks.splits import TaskSampler, split_tasks
 from conductor.tasks.toy import toy_tasks
 from learner.learner_group import accumulation_steps
-from conductor.config import LearnerConfig
 
 
 def test_splits_are_disjoint_and_deterministic():
@@ -38,15 +37,12 @@ def test_sampler_resumes_to_the_same_questions_across_epochs():
     assert sorted(epoch) == sorted(t.id for t in tasks)  # each epoch covers every task once
 
 
-def test_train_state_round_trips_with_the_rng():
-    rng = random.Random(5)
-    rng.random()
-    state = TrainState(step=3, version=4, history=[{"step": 1, "mean_reward": 0.5}], rng=rng.getstate())
+def test_train_state_round_trips_and_reads_older_files():
+    state = TrainState(step=3, version=4, history=[{"step": 1, "mean_reward": 0.5}], faults={"reissued": 2})
     restored = TrainState.from_json(state.to_json())
-    other = random.Random()
-    other.setstate(restored.rng)
-    assert other.random() == rng.random()
-    assert restored.step == 3 and restored.history == state.history
+    assert restored == state
+    older = dict(json.loads(state.to_json()), rng=[3, [1, 2], None])  # a driver RNG, as earlier versions saved
+    assert TrainState.from_json(json.dumps(older)) == state
 
 
 def test_log_line_names_the_step_and_phase_times():
@@ -71,3 +67,35 @@ def test_accumulation_covers_a_full_step():
     assert accumulation_steps(config, 64) == 2  # 64 sequences / 2 ranks / 2 mini-batches / 8 per micro
     assert accumulation_steps(LearnerConfig(micro_batch_size=32), 64) == 2
     assert accumulation_steps(LearnerConfig(micro_batch_size=32), 1) == 1
+
+
+def test_a_step_row_keeps_the_keys_tools_read():
+    from cluster.step_stats import StalenessStats, StepStats
+    from conductor.rollout_summary import summarise
+    from learner.train_batch import BatchStats, LearnerStats
+    from tests.test_staleness import record
+
+    records = [record("g", 0, version=3, reward=1.0), record("g", 1, version=2, reward=0.5)]
+    learner = LearnerStats(loss=0.1, clip_fraction=0.0, mean_ratio=1.0, kl=0.0, grad_norm=0.5, lr=3e-4,
+                           timings={"forward": 0.2, "backward": 0.3})
+    stats = StepStats(step=7, version=4, rollouts=summarise(records), learner=learner,
+                      batch=BatchStats(2, 0, 1, 0, 2, 2), staleness=StalenessStats.of(records, 3, dropped=1, refills=0),
+                      timings={"rollout": 1.5, "train": 0.5, "sync": 0.05, "step": 2.1})
+    row = stats.row()
+    for key in ("step", "version", "mean_reward", "accuracy", "format_rate", "loss", "grad_norm", "lr",
+                "rollout_s", "train_s", "sync_s", "step_s", "learner_forward_s", "max_lag", "stale_groups_dropped"):
+        assert key in row, key
+    assert row["max_lag"] == 1 and row["mean_lag"] == 0.5 and row["mean_reward"] == 0.75
+    json.dumps(row)  # the history is JSON
+    assert log_line(row).startswith("step    7 v4")
+
+
+def test_renamed_and_automatic_keys():
+    with pytest.raises(ConfigError, match="renamed rollout.actors"):
+        load_config(None, ["rollout.workers=2"])
+    learner = load_config(None, []).learner
+    assert learner.tis_cap == "auto"
+    assert learner.resolved(asynchronous=True).tis_cap == 2.0 and learner.resolved(asynchronous=False).tis_cap is None
+    assert load_config(None, ["learner.tis_cap=5"]).learner.resolved(asynchronous=False).tis_cap == 5.0
+    with pytest.raises(ConfigError, match="tis_cap"):
+        load_config(None, ["learner.tis_cap=-1"])

@@ -1,0 +1,130 @@
+"""Asynchronous against synchronous GRPO: the same toy run (`configs/train-toy.yaml`) with worker calls as
+slow as a real API's, under ``train.max_staleness`` 0 (sync, the baseline), 1 and 2.
+
+    .venv/bin/python bench/async_vs_sync.py [--steps 200] [--latency-scale 40] [--modes 0 1 2]
+
+The simulator's toy workers answer in a lognormal ~50 ms; ``--latency-scale 40`` makes that ~2 s a call
+(5-95%: ~0.9-4.5 s), like a hosted model's. Each mode is a full ``cluster.train`` run in a subprocess
+(its own Ray cluster), one after another. Reported per mode, from the run's own records:
+
+- steps/s over the GRPO loop (``grpo_seconds`` in summary.json: warm start, baselines, evaluation out);
+- learner idle: the share of the loop the driver spent waiting for groups (``rollout_s`` / ``step_s``);
+- pool busy: the share of the loop during which at least one worker call was in flight (the union of
+  the training records' episode intervals from the replay store, over the loop's span);
+- held-out accuracy at equal steps, and the ratios against sync.
+
+On 2 cores the engine, the learner and the rollout actors share the CPU, so overlap is capped by the
+machine; the table also gives the ratio a cluster would see, from the sync run's own phase means:
+(rollout + train + sync) / max(rollout, train + sync), the time of a step when each side has its own
+hardware.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.pool_rate import write_section  # noqa: E402
+
+
+def run_mode(k: int, steps: int, latency_scale: float, seed: int, workdir: Path) -> dict:
+    name = f"bench-async-k{k}-s{seed}"
+    args = [sys.executable, "-m", "cluster.train", "--config", str(REPO / "configs/train-toy.yaml"),
+            "--set", f"run_name={name}", "--set", f"train.steps={steps}", "--set", f"train.max_staleness={k}",
+            "--set", f"simulator.latency_scale={latency_scale}", "--set", f"seed={seed}"]
+    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
+    started = time.time()
+    done = subprocess.run(args, cwd=workdir, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"mode k={k} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    run = workdir / "runs" / name
+    summary = json.loads((run / "summary.json").read_text())
+    tag = json.loads((run / "checkpoints" / "latest.json").read_text())["tag"]
+    history = json.loads((run / "checkpoints" / tag / "trainer_state.json").read_text())["history"]
+    return {"k": k, "summary": summary, "history": history, "pool_busy": pool_busy(run),
+            "wall_s": time.time() - started}
+
+
+def pool_busy(run: Path) -> float:
+    """Share of the loop's span with a worker call in flight: the union of episode intervals."""
+    from conductor.replay_store import ReplayStore
+
+    table = ReplayStore(str(run / "rollouts")).dataset().to_table(columns=["created_at", "workers_s", "verify_s"])
+    if table.num_rows == 0:
+        return 0.0
+    ends = [t.timestamp() for t in table.column("created_at").to_pylist()]
+    workers = table.column("workers_s").to_pylist()
+    verifies = table.column("verify_s").to_pylist()
+    intervals = sorted((end - v - w, end - v) for end, w, v in zip(ends, workers, verifies))
+    busy, current_start, current_end = 0.0, *intervals[0]
+    for start, end in intervals[1:]:
+        if start > current_end:
+            busy += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    busy += current_end - current_start
+    span = max(ends) - min(start for start, _ in intervals)
+    return busy / span if span > 0 else 0.0
+
+
+def phase_mean(history: list[dict], key: str) -> float:
+    values = [row.get(key, 0.0) for row in history]
+    return sum(values) / max(1, len(values))
+
+
+def table(results: list[dict], steps: int, latency_scale: float) -> str:
+    base = next(r for r in results if r["k"] == 0)
+    base_rate = base["summary"]["steps"] / base["summary"]["grpo_seconds"]
+    lines = [f"{steps} GRPO steps of the toy run, worker latency x{latency_scale:g} (~{0.05 * latency_scale:.1f} s "
+             "a call), one mode after another on this 2-core machine. Baseline: sync (k = 0).\n",
+             "| mode | steps/s | vs sync | learner idle | pool busy | rollout / train / sync s per step "
+             "| held-out accuracy | vs sync |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        s, h = r["summary"], r["history"]
+        rate = s["steps"] / s["grpo_seconds"]
+        idle = sum(row.get("rollout_s", 0.0) for row in h) / max(1e-9, sum(row.get("step_s", 0.0) for row in h))
+        phases = " / ".join(f"{phase_mean(h, key):.2f}" for key in ("rollout_s", "train_s", "sync_s"))
+        label = "sync (k = 0)" if r["k"] == 0 else f"async k = {r['k']}"
+        lines.append(f"| {label} | {rate:.3f} | {rate / base_rate:.2f}x | {idle:.2f} | {r['pool_busy']:.2f} | "
+                     f"{phases} | {s['heldout_accuracy']:.3f} | "
+                     f"{s['heldout_accuracy'] - base['summary']['heldout_accuracy']:+.3f} |")
+    rollout, train, sync = (phase_mean(base["history"], key) for key in ("rollout_s", "train_s", "sync_s"))
+    projected = (rollout + train + sync) / max(rollout, train + sync, 1e-9)
+    lines.append(f"\nOn a cluster, where the engines, the pool and the learner do not share two cores, a step "
+                 f"of the async loop costs max(rollout, train + sync) instead of their sum: from the sync run's "
+                 f"own phase means ({rollout:.2f} s + {train:.2f} s + {sync:.2f} s), **{projected:.2f}x** the sync "
+                 "steps/s at k >= 1.")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--latency-scale", type=float, default=40.0)
+    parser.add_argument("--modes", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
+    args = parser.parse_args()
+    if 0 not in args.modes:
+        raise SystemExit("mode 0 (sync) is the baseline: include it")
+    workdir = REPO / ".scratch" / "bench-async"
+    workdir.mkdir(parents=True, exist_ok=True)
+    results = [run_mode(k, args.steps, args.latency_scale, args.seed, workdir) for k in args.modes]
+    body = table(results, args.steps, args.latency_scale)
+    print(body)
+    if not args.no_write:
+        write_section("async_vs_sync", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""GroupCollector: the groups of the next training step. Issues rollout requests while the staleness
+bound admits them (conductor/staleness.py), reads this run segment's new files from the replay store,
+drops groups older than k versions, hands out the oldest, and with ``refill_rounds`` replaces groups
+without reward spread by fresh questions (dynamic sampling). While it waits it polls the rollout feed
+and calls ``on_wait`` (the driver's actor care: restart counts, engine repair)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cluster.rollout_feed import RolloutFeed
+from conductor.group_buffer import Group, GroupBuffer
+from conductor.replay_store import Cursor, ReplayStore
+from conductor.rollout import RolloutRequest
+from conductor.rollout_record import RolloutRecord, from_table
+from conductor.staleness import StalenessManager
+from conductor.tasks.splits import TaskSampler
+from learner.train_batch import has_signal, scored_groups
+
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Collected:
+    groups: list[Group]
+    stale_dropped: int
+    refill_rounds: int
+
+
+class GroupCollector:
+    def __init__(self, feed: RolloutFeed, store: ReplayStore, sampler: TaskSampler, staleness: StalenessManager,
+                 cursor: Cursor, *, segment: str, first_version: int, questions_per_batch: int, refill_rounds: int,
+                 filter_zero_spread: bool, on_wait: Callable[[], None], count: Callable[[str, int], None]):
+        self.feed, self.store, self.sampler, self.staleness, self.cursor = feed, store, sampler, staleness, cursor
+        self.segment, self.first_version = segment, first_version
+        self.questions_per_batch, self.refill_rounds = questions_per_batch, refill_rounds
+        self.filter_zero_spread = filter_zero_spread
+        self.on_wait, self.count = on_wait, count
+        self.buffer = GroupBuffer()
+        self.requests = 0
+
+    def next_batch_id(self) -> str:
+        self.requests += 1
+        return f"{self.segment}-{self.requests}"
+
+    def collect(self, learner_version: Callable[[], int]) -> Collected:
+        """Groups for the learner at ``learner_version()``, read again on every round: the version can
+        move while collecting (a rebuilt learner publishes), and a group taken earlier that became too
+        old is dropped then, so the bound holds when the step trains."""
+        wanted = self.staleness.groups_per_step
+        target, taken, refills, dropped = wanted, [], 0, 0
+        while len(taken) < target:
+            self._admit()
+            oldest = self.staleness.oldest_usable(learner_version())
+            dropped += self._read_store(oldest)
+            fresh = [group for group in taken if group[0].policy_version >= oldest]
+            dropped += self._drop(len(taken) - len(fresh))
+            taken = fresh + self.buffer.take(target - len(fresh))
+            if len(taken) == target:
+                useful = sum(has_signal(members, self.filter_zero_spread)
+                             for group in taken for members in scored_groups(group).values())
+                if useful < wanted and refills < self.refill_rounds:
+                    refills += 1
+                    target += wanted - useful
+                    self.staleness.discard(wanted - useful)
+            elif len(taken) < target:
+                if not self.feed.busy and self.staleness.capacity() == 0:
+                    raise RuntimeError(f"rollouts stalled: {len(taken)} of {target} groups, none in flight "
+                                       f"({self.staleness})")
+                self._wait()
+        return Collected(taken, dropped, refills)
+
+    def _admit(self) -> None:
+        """Issue requests while the staleness bound allows, spread over the rollout actors."""
+        while (capacity := self.staleness.capacity()) > 0:
+            count = min(self.questions_per_batch, max(1, -(-capacity // len(self.feed.actors))), capacity)
+            self.feed.submit(RolloutRequest(self.next_batch_id(), tuple(self.sampler.next(count))))
+            self.staleness.start(count)
+
+    def _read_store(self, oldest: int) -> int:
+        """New groups of this segment into the buffer; drops (and returns the count of) those sampled
+        before version ``oldest``."""
+        table, self.cursor = self.store.read(min_version=self.first_version, cursor=self.cursor)
+        # In request order, not file-name order, so that one seed trains on the same batches every time.
+        self.buffer.add(sorted(from_table(table), key=request_order))
+        return self._drop(len(self.buffer.drop_older_than(oldest)))
+
+    def _drop(self, groups: int) -> int:
+        if groups:
+            self.staleness.discard(groups)
+            self.count("stale_groups_dropped", groups)
+        return groups
+
+    def _wait(self) -> None:
+        before = self.feed.counters.reissued
+        self.feed.poll(timeout_s=POLL_S)
+        self.count("rollout_requests_reissued", self.feed.counters.reissued - before)
+        for request in self.feed.take_given_up():
+            self.staleness.discard(len(request.tasks))
+            self.count("rollout_requests_failed", 1)
+        self.on_wait()
+
+
+def request_order(record: RolloutRecord) -> tuple:
+    """Version, then request number, question and sample ("{segment}-10-q2-s0" after "{segment}-9-q2-s0")."""
+    within_segment = record.rollout_id.partition("-")[2]
+    return (record.policy_version, *(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", within_segment)))

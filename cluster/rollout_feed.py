@@ -1,0 +1,120 @@
+"""RolloutFeed: hands rollout requests to the rollout actors and collects what comes back.
+
+Each request goes to the least-busy actor. A request whose actor died (or was restarting) is issued
+again, with the same batch id, after a short pause and preferably to another actor: the records get the
+same ids and the replay store keeps one copy, whichever attempt writes first. A request that fails
+``max_attempts`` times, or fails inside the actor (a bug, an unreachable store), is given up and
+reported, so the driver can replace its groups instead of waiting for them forever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import ray
+
+from conductor.rollout import RolloutReceipt, RolloutRequest
+
+ACTOR_GONE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+
+
+@dataclass
+class FeedCounters:
+    reissued: int = 0                 # requests issued again after their actor died
+    failed: list[str] = field(default_factory=list)  # batch ids given up
+
+
+class RolloutFeed:
+    def __init__(self, actors: Sequence[Any], max_attempts: int = 30, retry_pause_s: float = 1.0):
+        if not actors:
+            raise ValueError("a rollout feed needs at least one rollout actor")
+        self.actors = list(actors)
+        self.max_attempts, self.retry_pause_s = max_attempts, retry_pause_s
+        self.load = [0] * len(self.actors)
+        self.running: dict[Any, tuple[RolloutRequest, int, int]] = {}  # call -> (request, actor, attempt)
+        self.retrying: list[tuple[float, RolloutRequest, int, int]] = []  # (not before, request, attempt, last actor)
+        self.finished: dict[str, RolloutReceipt] = {}
+        self.given_up: list[RolloutRequest] = []
+        self.counters = FeedCounters()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.running or self.retrying)
+
+    def submit(self, request: RolloutRequest, attempt: int = 0, avoid: Optional[int] = None) -> None:
+        choices = [i for i in range(len(self.actors)) if i != avoid] or list(range(len(self.actors)))
+        index = min(choices, key=self.load.__getitem__)
+        self.load[index] += 1
+        self.running[self.actors[index].run.remote(request)] = (request, index, attempt)
+
+    def poll(self, timeout_s: float) -> list[RolloutReceipt]:
+        """Wait up to ``timeout_s`` for requests to finish; returns the receipts of those that did.
+        Failed requests are re-issued or given up here."""
+        self._resubmit_due()
+        if not self.running:
+            time.sleep(min(timeout_s, self._next_retry_in()) if self.retrying else timeout_s)
+            self._resubmit_due()
+            return []
+        done, _ = ray.wait(list(self.running), num_returns=1, timeout=timeout_s)
+        if done:
+            done, _ = ray.wait(list(self.running), num_returns=len(self.running), timeout=0)
+        receipts = []
+        for call in done:
+            request, index, attempt = self.running.pop(call)
+            self.load[index] -= 1
+            try:
+                receipt = ray.get(call)
+            except ACTOR_GONE:
+                self._retry(request, attempt, index)
+                continue
+            except ray.exceptions.RayTaskError:
+                self._give_up(request)
+                continue
+            if request.return_records:
+                self.finished[receipt.batch_id] = receipt  # for ``run`` to return
+            receipts.append(receipt)
+        return receipts
+
+    def run(self, requests: Sequence[RolloutRequest]) -> list[RolloutReceipt]:
+        """Issue ``requests`` (with ``return_records``) and wait for all of them; other requests keep
+        running meanwhile."""
+        if not all(request.return_records for request in requests):
+            raise ValueError("run() collects records: issue the requests with return_records=True")
+        for request in requests:
+            self.submit(request)
+        wanted = {request.batch_id for request in requests}
+        while not wanted <= set(self.finished):
+            if any(r.batch_id in wanted for r in self.given_up):
+                raise RuntimeError(f"rollout requests failed: {sorted(r.batch_id for r in self.given_up)}")
+            self.poll(timeout_s=1.0)
+        return [self.finished.pop(batch_id) for batch_id in [r.batch_id for r in requests]]
+
+    def take_given_up(self) -> list[RolloutRequest]:
+        given_up, self.given_up = self.given_up, []
+        return given_up
+
+    def _retry(self, request: RolloutRequest, attempt: int, index: int) -> None:
+        if attempt + 1 >= self.max_attempts:
+            self._give_up(request)
+            return
+        self.counters.reissued += 1
+        self.retrying.append((time.monotonic() + self.retry_pause_s, request, attempt + 1, index))
+
+    def _give_up(self, request: RolloutRequest) -> None:
+        self.given_up.append(request)
+        self.counters.failed.append(request.batch_id)
+
+    def _resubmit_due(self) -> None:
+        now, waiting = time.monotonic(), []
+        for due in self.retrying:
+            if due[0] <= now:
+                self.submit(due[1], attempt=due[2], avoid=due[3])
+            else:
+                waiting.append(due)
+        self.retrying = waiting
+
+    def _next_retry_in(self) -> float:
+        return max(0.0, min((due[0] for due in self.retrying), default=0.0) - time.monotonic())
