@@ -232,7 +232,7 @@ ASYNC_TIS_CAP = 2.0
 class LearnerConfig(Section):
     """The DeepSpeed ZeRO learner group and the GRPO objective it optimises."""
 
-    zero_stage: Literal[1, 2, 3] = 2
+    zero_stage: Literal[0, 1, 2, 3] = Field(default=2, description="0: plain data parallel (no sharding)")
     ranks: int = Field(default=1, ge=1, description="learner actors (data-parallel ranks)")
     num_cpus_per_rank: float = Field(default=1.0, ge=0)
     num_gpus_per_rank: float = Field(default=0.0, ge=0, description="> 0: NCCL backend and GPU bundles")

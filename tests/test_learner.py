@@ -97,8 +97,8 @@ def test_kill_and_resume_matches_an_uninterrupted_run(ray_local, policy, tmp_pat
     first = group()
     losses, cursor = run(first, store, Cursor(), range(2))
     first.save_checkpoint(str(tmp_path / "ckpt"), "step-2", {"cursor": cursor.to_json(), "policy_version": 2})
-    for worker in first.workers:  # killed, not shut down cleanly
-        ray.kill(worker, no_restart=True)
+    for rank in first.ranks:  # killed, not shut down cleanly
+        ray.kill(rank, no_restart=True)
     ray.util.remove_placement_group(first.placement)
 
     second = group()
