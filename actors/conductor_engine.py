@@ -43,7 +43,7 @@ class EngineNotReady(RuntimeError):
     """The replica is loading weights or came back from a restart without the current ones."""
 
 
-@ray.remote(max_restarts=-1, max_task_retries=0)
+@ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"control": 1})
 class ConductorEngine:
     def __init__(self, model_path: str, config: EngineConfig, seed: int = 0):
         self.on_gpu = config.num_gpus > 0
@@ -131,9 +131,13 @@ class ConductorEngine:
         self.llm.collective_rpc("receive_weights")
         return self._take_version(version)
 
+    @ray.method(concurrency_group="control")
     def policy_version(self) -> int:
+        """Answered beside a running generation (its own concurrency group): the driver's probes do not
+        queue behind requests."""
         return self.version
 
+    @ray.method(concurrency_group="control")
     def pid(self) -> int:
         return os.getpid()
 
@@ -154,18 +158,18 @@ class EngineGroup:
     with failover, and the calls a weight sync makes on every replica. ``replicas`` are the actor
     handles, in replica order."""
 
-    def __init__(self, replicas: list[Any], failover_s: float = 900.0, probe_s: float = 10.0):
+    def __init__(self, replicas: list[Any], failover_s: float = 900.0, retry_s: float = 1.0):
         if not replicas:
             raise ValueError("an engine group needs at least one replica")
         self.replicas = replicas
-        self.failover_s, self.probe_s = failover_s, probe_s
+        self.failover_s, self.retry_s = failover_s, retry_s
         self.in_flight = [0] * len(replicas)
         self.down_until = [0.0] * len(replicas)
 
     async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
         """On the least-loaded replica that is up; a replica that died, is restarting or awaits weights
-        is set aside for a moment and the request goes to another, or waits for one to come back (up
-        to ``failover_s``)."""
+        is set aside for about ``retry_s`` and the request goes to another, or waits for one to come
+        back (up to ``failover_s``)."""
         deadline = time.monotonic() + self.failover_s
         while True:
             now = time.monotonic()
@@ -180,7 +184,7 @@ class EngineGroup:
             try:
                 return await self.replicas[index].generate.remote(prompts, n, sampling)
             except (EngineNotReady, ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                self.down_until[index] = time.monotonic() + min(self.probe_s, 0.5 + random.random())
+                self.down_until[index] = time.monotonic() + self.retry_s * (0.5 + random.random())
             finally:
                 self.in_flight[index] -= 1
 

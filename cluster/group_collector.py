@@ -7,6 +7,7 @@ and calls ``on_wait`` (the driver's actor care: restart counts, engine repair)."
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,7 +33,8 @@ class Collected:
 class GroupCollector:
     def __init__(self, feed: RolloutFeed, store: ReplayStore, sampler: TaskSampler, staleness: StalenessManager,
                  cursor: Cursor, *, segment: str, first_version: int, questions_per_batch: int, refill_rounds: int,
-                 filter_zero_spread: bool, on_wait: Callable[[], None], count: Callable[[str, int], None]):
+                 filter_zero_spread: bool, on_wait: Callable[[], None], count: Callable[[str, int], None],
+                 stall_timeout_s: float = 1800.0):
         self.feed, self.store, self.sampler, self.staleness, self.cursor = feed, store, sampler, staleness, cursor
         self.segment, self.first_version = segment, first_version
         self.questions_per_batch, self.refill_rounds = questions_per_batch, refill_rounds
@@ -40,6 +42,13 @@ class GroupCollector:
         self.on_wait, self.count = on_wait, count
         self.buffer = GroupBuffer()
         self.requests = 0
+        self.floor = first_version  # no group sampled before this version is trained
+        self.stall_timeout_s = stall_timeout_s
+
+    def raise_floor(self, version: int) -> None:
+        """Groups sampled before ``version`` are dropped when next seen (weights that were rolled back, or
+        lost with a learner, sampled them)."""
+        self.floor = max(self.floor, version)
 
     def next_batch_id(self) -> str:
         self.requests += 1
@@ -51,13 +60,17 @@ class GroupCollector:
         old is dropped then, so the bound holds when the step trains."""
         wanted = self.staleness.groups_per_step
         target, taken, refills, dropped = wanted, [], 0, 0
+        progress_at = time.monotonic()
         while len(taken) < target:
             self._admit()
-            oldest = self.staleness.oldest_usable(learner_version())
+            oldest = max(self.staleness.oldest_usable(learner_version()), self.floor)
             dropped += self._read_store(oldest)
             fresh = [group for group in taken if group[0].policy_version >= oldest]
             dropped += self._drop(len(taken) - len(fresh))
-            taken = fresh + self.buffer.take(target - len(fresh))
+            new = self.buffer.take(target - len(fresh))
+            taken = fresh + new
+            if new:
+                progress_at = time.monotonic()
             if len(taken) == target:
                 useful = sum(has_signal(members, self.filter_zero_spread)
                              for group in taken for members in scored_groups(group).values())
@@ -69,6 +82,9 @@ class GroupCollector:
                 if not self.feed.busy and self.staleness.capacity() == 0:
                     raise RuntimeError(f"rollouts stalled: {len(taken)} of {target} groups, none in flight "
                                        f"({self.staleness})")
+                if time.monotonic() - progress_at > self.stall_timeout_s:
+                    raise RuntimeError(f"no rollout group arrived for {self.stall_timeout_s:g}s (an actor that never "
+                                       f"comes back?); {self.feed.counters.given_up} request(s) given up")
                 self._wait()
         return Collected(taken, dropped, refills)
 
@@ -94,9 +110,7 @@ class GroupCollector:
         return groups
 
     def _wait(self) -> None:
-        before = self.feed.counters.reissued
         self.feed.poll(timeout_s=POLL_S)
-        self.count("rollout_requests_reissued", self.feed.counters.reissued - before)
         for request in self.feed.take_given_up():
             self.staleness.discard(len(request.tasks))
             self.count("rollout_requests_failed", 1)

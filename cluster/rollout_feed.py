@@ -10,8 +10,8 @@ reported, so the driver can replace its groups instead of waiting for them forev
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import ray
@@ -24,7 +24,7 @@ ACTOR_GONE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError
 @dataclass
 class FeedCounters:
     reissued: int = 0                 # requests issued again after their actor died
-    failed: list[str] = field(default_factory=list)  # batch ids given up
+    given_up: int = 0
 
 
 class RolloutFeed:
@@ -78,7 +78,8 @@ class RolloutFeed:
             receipts.append(receipt)
         return receipts
 
-    def run(self, requests: Sequence[RolloutRequest]) -> list[RolloutReceipt]:
+    def run(self, requests: Sequence[RolloutRequest], on_wait: Callable[[], None] = lambda: None,
+            ) -> list[RolloutReceipt]:
         """Issue ``requests`` (with ``return_records``) and wait for all of them; other requests keep
         running meanwhile."""
         if not all(request.return_records for request in requests):
@@ -90,6 +91,7 @@ class RolloutFeed:
             if any(r.batch_id in wanted for r in self.given_up):
                 raise RuntimeError(f"rollout requests failed: {sorted(r.batch_id for r in self.given_up)}")
             self.poll(timeout_s=1.0)
+            on_wait()  # the caller's actor care: e.g. an engine back from a restart gets its weights
         return [self.finished.pop(batch_id) for batch_id in [r.batch_id for r in requests]]
 
     def take_given_up(self) -> list[RolloutRequest]:
@@ -105,7 +107,7 @@ class RolloutFeed:
 
     def _give_up(self, request: RolloutRequest) -> None:
         self.given_up.append(request)
-        self.counters.failed.append(request.batch_id)
+        self.counters.given_up += 1
 
     def _resubmit_due(self) -> None:
         now, waiting = time.monotonic(), []

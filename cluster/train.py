@@ -35,8 +35,16 @@ from cluster.group_collector import GroupCollector
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
 from cluster.step_stats import StalenessStats, StepStats
-from cluster.train_report import DashboardMetrics, log_line, progress_bar, results_table, write_plot, write_summary
-from cluster.train_state import Checkpoints, TrainState
+from cluster.train_report import (
+    DashboardMetrics,
+    log_line,
+    progress_bar,
+    results_table,
+    warn_infra_errors,
+    write_plot,
+    write_summary,
+)
+from cluster.train_state import Checkpoints, TrainState, archive_previous_run, trim_trained_log
 from cluster.warm_start import warm_start_policy
 from conductor.baselines import run_baselines
 from conductor.config import Config, config_from_cli
@@ -60,6 +68,8 @@ class GrpoRecipe:
         self.run_dir = Path("runs") / config.run_name
         self.stack = contextlib.ExitStack()
         self.started = time.time()
+        self.restore_tag: str | None = None  # what a rebuilt learner loads (default: the newest checkpoint)
+        self.seen: dict[str, int] = {}       # restart and re-issue counts already added to state.faults
 
     # -- setup ------------------------------------------------------------------------------------------
 
@@ -73,6 +83,8 @@ class GrpoRecipe:
 
         config = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not config.train.resume:
+            archive_previous_run(self.run_dir, self.console)
         self.splits = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
                                   config.seed)
         self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
@@ -110,6 +122,7 @@ class GrpoRecipe:
             self.state = self.checkpoints.load(self.learners, self.checkpoints.latest())
             self.console.print(f"resumed from {self.checkpoints.latest()} (step {self.state.step}, "
                                f"policy v{self.state.version})")
+            trim_trained_log(self.run_dir / "trained_groups.jsonl", self.state.step)
         self.sampler = TaskSampler(self.splits.train, config.seed, **self.state.sampler)
         # Engines start from the warm-start weights: hand them the learners' own, under a version no earlier
         # (killed) segment wrote rollouts for. Records older than this segment's first version are not read.
@@ -121,7 +134,7 @@ class GrpoRecipe:
             segment=uuid.uuid4().hex[:8], first_version=self.state.version,
             questions_per_batch=config.rollout.questions_per_batch, refill_rounds=config.train.refill_rounds,
             filter_zero_spread=self.learner_config.filter_zero_spread, on_wait=self._look_after_actors,
-            count=self._count)
+            count=self._count, stall_timeout_s=config.train.stall_timeout_s)
         self._start_fault_handling()
 
     def _start_learners(self) -> Any:
@@ -189,7 +202,7 @@ class GrpoRecipe:
             with Timer("sync", timings):
                 self._publish(step_done=True)
         except LearnerGroupFailed as exc:
-            self.staleness.discard(len(groups))
+            self.staleness.discard(self.config.train.questions_per_step)  # refill extras were discarded already
             self._count("groups_lost_with_learner", len(groups))
             self._rebuild_learners(exc)
             return None
@@ -207,7 +220,11 @@ class GrpoRecipe:
         from learner.learner_group import LearnerGroupFailed
 
         for kind, count in self.watch.look().items():
-            self._count(f"{kind}_restarts", count, absolute=True)
+            self._count(f"{kind}_restarts", count - self.seen.get(kind, 0))
+            self.seen[kind] = count
+        reissued = self.feed.counters.reissued
+        self._count("rollout_requests_reissued", reissued - self.seen.get("reissued", 0))
+        self.seen["reissued"] = reissued
         try:
             repaired = self.sync.repair(self.state.version)
         except LearnerGroupFailed as exc:  # the learner pushes the repair: rebuilding it publishes to all
@@ -234,10 +251,11 @@ class GrpoRecipe:
         with contextlib.suppress(Exception):
             self.learners.shutdown()
         self.learners = self._start_learners()
-        tag = self.checkpoints.latest()
+        tag = self.restore_tag or self.checkpoints.latest()
         if tag:
             self.checkpoints.load(self.learners, tag)
         self._publish()
+        self.collector.raise_floor(self.state.version)  # groups sampled by the lost weights are not trained
         self.console.print(f"[yellow]a learner rank died ({cause}); rebuilt the learner group from "
                            f"{tag or 'the warm-start policy'}, now policy v{self.state.version}[/]")
 
@@ -257,6 +275,7 @@ class GrpoRecipe:
         self.state.rollbacks += 1
         self.state.low_format_steps = 0
         self._with_learners(self._publish)
+        self.collector.raise_floor(self.state.version)  # groups sampled by the collapsed policy are not trained
         self.console.print(f"[yellow]sampled format rate stayed under the floor: rolled back to {tag}[/]")
 
     def _validate(self) -> None:
@@ -269,8 +288,10 @@ class GrpoRecipe:
                            + ("  (best so far: kept)" if better else f"  (best {state.best_val:.3f} at step "
                                                                      f"{state.best_step})"))
         if better:
+            previous = state.best_val, state.best_step
             state.best_val, state.best_step = result.accuracy, state.step
-            self._checkpoint("best")
+            if not self._checkpoint("best"):
+                state.best_val, state.best_step = previous
 
     def evaluate(self, tasks: list) -> RolloutStats:
         """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored."""
@@ -279,13 +300,24 @@ class GrpoRecipe:
         actors, batch_id = len(self.feed.actors), self.collector.next_batch_id()
         requests = [RolloutRequest(f"{batch_id}-eval{i}", tuple(tasks[i::actors]), group_size=1, sampling=sampling,
                                    write=False, return_records=True) for i in range(actors) if tasks[i::actors]]
-        return summarise([r for receipt in self.feed.run(requests) for r in receipt.records])
+        receipts = self.feed.run(requests, on_wait=self._look_after_actors)
+        return summarise([r for receipt in receipts for r in receipt.records])
 
-    def _checkpoint(self, tag: str) -> None:
-        self._with_learners(lambda: self.checkpoints.save(self.learners, self.state, tag))
+    def _checkpoint(self, tag: str) -> bool:
+        """Save; if a learner rank dies meanwhile the weights to save are gone: rebuild and skip it."""
+        from learner.learner_group import LearnerGroupFailed
+
+        try:
+            self.checkpoints.save(self.learners, self.state, tag)
+            return True
+        except LearnerGroupFailed as exc:
+            self._rebuild_learners(exc)
+            self.console.print(f"[yellow]checkpoint {tag} skipped: its weights died with the learner[/]")
+            return False
 
     def _with_learners(self, action: Callable[[], Any]) -> Any:
-        """Run ``action``; if a learner rank dies during it, rebuild the group and run it once more."""
+        """Run ``action``; if a learner rank dies during it, rebuild the group (from ``restore_tag``) and run
+        it once more. Only for actions that do not depend on weights the rebuild cannot restore."""
         from learner.learner_group import LearnerGroupFailed
 
         try:
@@ -294,10 +326,9 @@ class GrpoRecipe:
             self._rebuild_learners(exc)
             return action()
 
-    def _count(self, key: str, amount: int = 1, absolute: bool = False) -> None:
-        if amount or absolute:
-            faults = self.state.faults
-            faults[key] = amount if absolute else faults.get(key, 0) + amount
+    def _count(self, key: str, amount: int = 1) -> None:
+        if amount:
+            self.state.faults[key] = self.state.faults.get(key, 0) + amount
 
     def _log_trained(self, groups: list[Group], learner_version: int) -> None:
         """One line per step: the groups trained, their rollout ids and versions (for audits and tests)."""
@@ -314,9 +345,11 @@ class GrpoRecipe:
         """Held-out evaluation of the best validated policy, its export, and the summary."""
         state = self.state
         self.chaos.stop()
+        self.restore_tag = self.checkpoints.latest()  # the final step's weights: train() saved them last
         if state.best_step not in (-1, state.step):
+            self.restore_tag = "best"
             best = self._with_learners(lambda: self.checkpoints.load(self.learners, "best"))
-            self._with_learners(self._publish)
+            self._with_learners(lambda: self._publish())
             self.console.print(f"evaluating the best validated policy (step {best.step}, val {best.best_val:.3f})")
         heldout = self.evaluate(list(self.splits.heldout))
         warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
@@ -368,13 +401,6 @@ def train(config: Config, console: Console) -> dict[str, Any]:
         return recipe.finish()
     finally:
         recipe.close()
-
-
-def warn_infra_errors(console: Console, what: str, count: int) -> None:
-    """Infra errors are excluded from accuracy, so they shrink its denominator: say so, loudly."""
-    if count:
-        console.print(f"[yellow]{what}: {count} question(s) unscored (infrastructure errors: worker outages "
-                      "or a sandbox that refused to run); accuracy is over the rest[/]")
 
 
 def main(argv: list[str] | None = None) -> int:

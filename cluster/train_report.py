@@ -110,3 +110,10 @@ def write_plot(history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]
 def write_summary(path: Path, summary: dict[str, Any]) -> Path:
     path.write_text(json.dumps(summary, indent=2, sort_keys=True))
     return path
+
+
+def warn_infra_errors(console: Console, what: str, count: int) -> None:
+    """Infra errors are excluded from accuracy, so they shrink its denominator: say so, loudly."""
+    if count:
+        console.print(f"[yellow]{what}: {count} question(s) unscored (infrastructure errors: worker outages "
+                      "or a sandbox that refused to run); accuracy is over the rest[/]")

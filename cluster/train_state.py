@@ -1,5 +1,6 @@
-"""The trainer's own state and its checkpoints (the learners checkpoint model, optimizer, scheduler and
-their RNG through DeepSpeed; this adds everything the driver needs to continue exactly).
+"""The trainer's own state, its checkpoints and the run directory's audit log. The learners checkpoint
+model, optimizer, scheduler and their RNG through DeepSpeed; this adds everything the driver needs to
+continue exactly.
 
 Layout under ``runs/<run>/checkpoints/``: one directory per tag (``step-N``, ``best``) holding the
 DeepSpeed files plus ``trainer_state.json``; ``latest.json`` names the newest complete ``step-N`` and is
@@ -11,9 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+from rich.console import Console
 
 
 @dataclass
@@ -73,3 +77,22 @@ def _write_atomic(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(text)
     os.replace(temporary, path)
+
+
+def trim_trained_log(path: Path, last_step: int) -> None:
+    """On resume: the steps after the checkpoint are trained again, so their old lines go."""
+    if path.exists():
+        lines = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= last_step]
+        path.write_text("".join(line + "\n" for line in lines))
+
+
+def archive_previous_run(run_dir: Path, console: Console) -> None:
+    """A fresh run in a directory a previous run used: its checkpoints and audit log move aside (a
+    rollback must never load another run's weights); the warm start and the store stay (reused)."""
+    old = [run_dir / name for name in ("checkpoints", "trained_groups.jsonl") if (run_dir / name).exists()]
+    if old:
+        target = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
+        target.mkdir(parents=True, exist_ok=True)
+        for path in old:
+            path.rename(target / path.name)
+        console.print(f"a previous run's checkpoints moved to {target} (resume with --set train.resume=true)")

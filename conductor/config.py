@@ -286,6 +286,8 @@ class TrainConfig(Section):
                                "while the learner trains")
     max_learner_restarts: int = Field(default=3, ge=0, description="learner groups rebuilt from the newest "
                                       "checkpoint after a rank dies, before giving up")
+    stall_timeout_s: float = Field(default=1800.0, gt=0, description="no new rollout group for this long: stop "
+                                   "with an error (an actor that never comes back)")
     resume: bool = Field(default=False, description="continue from the run's latest checkpoint")
     plot: bool = True
 

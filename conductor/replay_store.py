@@ -7,8 +7,9 @@ at a later version, with the same rollout ids) and does nothing. Writes are atom
 renamed into place; on S3 the object is one PUT, which appears whole or not at all. So a writer killed
 mid-batch leaves nothing visible, and its retry writes the file once.
 
-Readers ask for a version window (on-policy: ``[v, v]``; async: ``[v - staleness, v]``) and get the rows
-of files they have not consumed yet; the cursor (the set of consumed files) is plain JSON, so a
+Readers ask for a version window (``min_version``/``max_version``; the training driver reads everything
+from its segment's first version and enforces staleness per group) and get the rows of files they have
+not consumed yet; the cursor (the set of consumed files) is plain JSON, so a
 learner can checkpoint it and resume. A file whose batch digest was consumed under another version is
 skipped too, and rows are de-duplicated by ``rollout_id``.
 """

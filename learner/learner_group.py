@@ -65,7 +65,11 @@ class LearnerGroup:
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank),
             ).remote(rank, config.ranks, port, model_path, config, total_steps, steps, seed)
             for rank in range(config.ranks)]
-        self._all(lambda rank: rank.ready.remote())
+        try:
+            self._all(lambda rank: rank.ready.remote())
+        except BaseException:
+            self.shutdown()  # no ranks or reserved CPUs left behind by a group that never started
+            raise
 
     def wait(self, calls: list[Any]) -> list[Any]:
         """Results of one call per rank; the first rank to die (or all to stall past the timeout) raises
@@ -79,6 +83,12 @@ class LearnerGroup:
                 ray.get(done[0])
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                 raise LearnerGroupFailed(f"a learner rank died: {type(exc).__name__}") from exc
+            except ray.exceptions.RayTaskError as exc:
+                if len(self.ranks) == 1:
+                    raise
+                # With several ranks, a survivor's collective fails when a peer dies (often before the dead
+                # rank's own error arrives): the group is broken either way.
+                raise LearnerGroupFailed(f"a learner rank failed: {exc.cause!r}") from exc
         return ray.get(list(calls))
 
     def _all(self, call) -> list[Any]:
@@ -125,9 +135,12 @@ class LearnerGroup:
         return [rank.push_weights.remote(version, replicas) for rank in self.ranks]
 
     def shutdown(self) -> None:
-        for rank in self.ranks:
+        """Kill the ranks and free their placement group (idempotent)."""
+        ranks, self.ranks = self.ranks, []
+        for rank in ranks:
             ray.kill(rank)
-        remove_placement_group(self.placement)
+        if ranks:
+            remove_placement_group(self.placement)
 
 
 def _count(sequences, how: str) -> float:

@@ -17,19 +17,23 @@
   3. every generation afterwards carries the version.
 
 ``repair(version)`` brings replicas that fell behind (a restarted engine comes back awaiting weights)
-to ``version``: over the object store to those replicas only; over a collective by re-forming the group
-(a restarted engine's workers are no longer in it) and pushing to all.
+to ``version``: over the object store to those replicas only; over a collective by pushing to all,
+where every push first re-forms the group if a replica's process changed (a restarted engine's workers
+are no longer in it; the push waits for it to come back).
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
 import torch
 
 from conductor.weight_transfer import Bucket, ParamSpec, bucket_plan, flatten
+
+AWAITING_WEIGHTS = -1  # an engine's version while it has no current weights (actors/conductor_engine.py)
 
 
 def parameter_specs(module: torch.nn.Module) -> list[ParamSpec]:
@@ -100,6 +104,7 @@ class WeightSync:
         if transport not in ("object_store", "collective"):
             raise ValueError(f"unknown weight-sync transport {transport!r}")
         self.learners, self.engines, self.transport, self.timeout_s = learners, engines, transport, timeout_s
+        self.members: list[Optional[int]] = []  # the engines' pids when the broadcast group was formed
         self.connect()
 
     def connect(self) -> None:
@@ -111,6 +116,7 @@ class WeightSync:
             ray.get(self.learners.connect_sender("object_store", replicas=self.engines.replicas),
                     timeout=self.timeout_s)
             return
+        self.members = self._wait_for_all_replicas()
         plan = self.learners.weight_plan()
         host, port = self.learners.rendezvous_address()
         joins = self.engines.open_weight_group(host, port, plan, self.learners.backend)
@@ -126,12 +132,15 @@ class WeightSync:
         receives = []
         if self.transport == "collective":
             replicas = None  # a broadcast reaches every member of the group
+            if self.engines.pids() != self.members:  # a replica restarted: its workers left the group
+                self.connect()
             receives = self.engines.receive_weights(version)
         self.learners.wait(self.learners.push_weights(version, replicas))
         ray.get(receives, timeout=self.timeout_s)
         versions = self.engines.versions(allow_unavailable=True)
         pushed = range(len(versions)) if replicas is None else replicas
-        if any(versions[i] not in (version, None) for i in pushed):
+        # None: down; AWAITING_WEIGHTS: came back during the push. Both are repaired when they answer.
+        if any(versions[i] not in (version, None, AWAITING_WEIGHTS) for i in pushed):
             raise RuntimeError(f"weight sync to version {version} left engines at versions {versions}")
         return versions
 
@@ -142,9 +151,16 @@ class WeightSync:
         behind = [i for i, v in enumerate(versions) if v is not None and v != version]
         if not behind:
             return []
-        if self.transport == "collective":
-            if None in versions:  # the group can only re-form with every replica up
-                return []
-            self.connect()
+        if self.transport == "collective" and None in versions:
+            return []  # the group can only re-form with every replica up; push() re-forms it
         self.push(version, behind)
         return behind
+
+    def _wait_for_all_replicas(self) -> list[Optional[int]]:
+        """The replicas' pids once every one answers (a restarting replica is waited for)."""
+        deadline = time.monotonic() + self.timeout_s
+        while None in (pids := self.engines.pids()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"engine replicas did not come back within {self.timeout_s:g}s: {pids}")
+            time.sleep(1.0)
+        return pids

@@ -71,8 +71,8 @@ def test_a_replica_awaiting_weights_is_set_aside_and_the_request_served_elsewher
 
 def test_a_lone_replica_is_waited_for_until_it_has_weights_or_the_deadline():
     back = AwaitingWeights("back", ready_after=2)
-    assert asyncio.run(EngineGroup([back], failover_s=30, probe_s=0.05).generate([[1]], 1, SamplingSettings())) \
+    assert asyncio.run(EngineGroup([back], failover_s=30, retry_s=0.05).generate([[1]], 1, SamplingSettings())) \
         == [["back"]]
-    never = EngineGroup([AwaitingWeights("never", ready_after=10**6)], failover_s=0.3, probe_s=0.05)
+    never = EngineGroup([AwaitingWeights("never", ready_after=10**6)], failover_s=0.3, retry_s=0.05)
     with pytest.raises(EngineNotReady, match="no engine replica"):
         asyncio.run(never.generate([[1]], 1, SamplingSettings()))

@@ -99,3 +99,22 @@ def test_renamed_and_automatic_keys():
     assert load_config(None, ["learner.tis_cap=5"]).learner.resolved(asynchronous=False).tis_cap == 5.0
     with pytest.raises(ConfigError, match="tis_cap"):
         load_config(None, ["learner.tis_cap=-1"])
+
+
+def test_resume_trims_the_audit_log_and_a_fresh_run_moves_old_checkpoints_aside(tmp_path):
+    from rich.console import Console
+
+    from cluster.train_state import archive_previous_run, trim_trained_log
+
+    log = tmp_path / "trained_groups.jsonl"
+    log.write_text("".join(json.dumps({"step": step, "groups": {}}) + "\n" for step in range(1, 7)))
+    trim_trained_log(log, last_step=4)  # steps 5 and 6 will be trained again after resuming from step-4
+    assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [1, 2, 3, 4]
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "latest.json").write_text('{"tag": "step-4"}')
+    (tmp_path / "sft").mkdir()
+    archive_previous_run(tmp_path, Console(quiet=True))
+    assert not (tmp_path / "checkpoints").exists() and not log.exists() and (tmp_path / "sft").exists()
+    [moved] = list((tmp_path / "previous").iterdir())
+    assert (moved / "checkpoints" / "latest.json").exists() and (moved / "trained_groups.jsonl").exists()
