@@ -34,7 +34,7 @@ from typing import Any, Optional
 import ray
 
 from conductor.config import EngineConfig
-from conductor.rollout import Sample, SamplingSettings
+from conductor.rollout import PROMPT_TOO_LONG, Sample, SamplingSettings
 
 AWAITING_WEIGHTS = -1
 
@@ -63,6 +63,7 @@ class ConductorEngine:
         else:
             options["distributed_executor_backend"] = "uni"
         self.llm = LLM(**options)
+        self.max_model_len = config.max_model_len
         restarted = ray.get_runtime_context().was_current_actor_reconstructed
         self.version = AWAITING_WEIGHTS if restarted else 0
 
@@ -74,11 +75,19 @@ class ConductorEngine:
             raise EngineNotReady("this replica is awaiting weights")
         params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
                                 max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
-        return [[Sample(prompt_token_ids=list(out.prompt_token_ids), token_ids=list(c.token_ids),
-                        logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
-                        text=c.text, finish_reason=c.finish_reason or "", policy_version=self.version)
-                 for c in out.outputs] for out in outputs]
+        fits = [len(p) < self.max_model_len for p in prompts]  # vLLM would fail the whole call on one
+        accepted = [TokensPrompt(prompt_token_ids=p) for p, ok in zip(prompts, fits) if ok]
+        outputs = iter(self.llm.generate(accepted, params, use_tqdm=False) if accepted else [])
+        return [self._samples(next(outputs)) if ok else
+                [Sample(prompt_token_ids=list(p), token_ids=[], logprobs=[], text="", finish_reason=PROMPT_TOO_LONG,
+                        policy_version=self.version)] * n
+                for p, ok in zip(prompts, fits)]
+
+    def _samples(self, out) -> list[Sample]:
+        return [Sample(prompt_token_ids=list(out.prompt_token_ids), token_ids=list(c.token_ids),
+                       logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
+                       text=c.text, finish_reason=c.finish_reason or "", policy_version=self.version)
+                for c in out.outputs]
 
     def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The engine's logprobs of ``completion_ids`` after ``prompt_ids`` (teacher-forced): what the

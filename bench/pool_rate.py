@@ -147,7 +147,7 @@ def write_section(name: str, body: str) -> None:
     path = REPO / "BENCHMARKS.md"
     text = (path.read_text() if path.exists()
             else "# Benchmarks\n\nRatios are measured against a baseline in the same run.\n")
-    block = f"<!-- {name}:start -->\n## {name}\n\n{body}<!-- {name}:end -->"
+    block = f"<!-- {name}:start -->\n## {name}\n\n{body.rstrip()}\n\n<!-- {name}:end -->"
     pattern = re.compile(rf"<!-- {name}:start -->.*?<!-- {name}:end -->", re.DOTALL)
     text = pattern.sub(block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     path.write_text(text)

@@ -246,6 +246,8 @@ class LearnerConfig(Section):
     micro_batch_size: int = Field(default=16, ge=1, description="sequences per forward pass per rank")
     mini_batches: int = Field(default=1, ge=1, description="optimizer steps per training step")
     gradient_checkpointing: bool = Field(default=False, description="recompute activations (large models)")
+    shared_prompt: bool = Field(default=True, description="run each distinct prompt once per micro-batch, not "
+                                "once per sample (exact; off under gradient_checkpointing, which has no cache)")
     eps_low: float = Field(default=0.2, ge=0, lt=1)
     eps_high: float = Field(default=0.2, ge=0)
     kl_coef: float = Field(default=0.0, ge=0, description="> 0 keeps a frozen reference model")

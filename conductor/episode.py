@@ -19,7 +19,7 @@ from conductor.roster import Roster
 from conductor.trace import RoundTrace, StepTrace
 from conductor.workflow import ParseFailure, WorkflowParseError, parse_workflow
 
-ConductorFn = Callable[[Messages], Awaitable[str]]
+ConductorFn = Callable[[Messages], Awaitable[Optional[str]]]  # None: no room for another turn
 
 
 @dataclass
@@ -67,6 +67,8 @@ class EpisodeRunner:
                                               final_response=episode.answer or "", max_steps=self.max_steps,
                                               show_prices=self.show_prices)
                 text = await conductor(messages)
+                if text is None:  # the recursive prompt outgrew the engine's context: the answer so far stands
+                    return episode
             trace = RoundTrace(round=round_index, conductor_text=text)
             episode.rounds.append(trace)
             if round_index == 0 and root_truncated:

@@ -28,6 +28,7 @@ from conductor.rewards import reward
 from conductor.rollout_record import RolloutRecord, step_row
 from conductor.roster import Roster
 from conductor.tasks.task import Task
+from conductor.trace import RoundTrace
 from conductor.verifiers.verdict import Verdict
 from conductor.verifiers.verify import verify
 
@@ -66,12 +67,18 @@ class RolloutReceipt:
 
 @dataclass
 class Sample:
+    """One completion; ``finish_reason`` is the engine's ("stop", "length") or ``PROMPT_TOO_LONG``: the
+    prompt left no room under the engine's ``max_model_len`` and nothing was generated."""
+
     prompt_token_ids: list[int]
     token_ids: list[int]
     logprobs: list[float]
     text: str
     finish_reason: str
     policy_version: int
+
+
+PROMPT_TOO_LONG = "prompt_too_long"
 
 
 class Generator(Protocol):
@@ -115,12 +122,17 @@ class RolloutRunner:
                                       generation_s))
         return list(await asyncio.gather(*jobs))
 
-    async def _recursive_turn(self, messages: Messages) -> str:
+    async def _recursive_turn(self, messages: Messages) -> Optional[str]:
         [[sample]] = await self.generator.generate([self.prompts.prompt_ids(messages)], 1, self.sampling)
-        return sample.text
+        return None if sample.finish_reason == PROMPT_TOO_LONG else sample.text
 
     async def _one(self, task: Task, roster: Roster, sample: Sample, rollout_id: str, group_id: str, rounds: int,
                    generation_s: float) -> RolloutRecord:
+        if sample.finish_reason == PROMPT_TOO_LONG:  # unscored, like a worker outage: not the policy's doing
+            episode = EpisodeResult(rounds=[RoundTrace(round=0, conductor_text="", infra_error=(
+                f"conductor prompt of {len(sample.prompt_token_ids)} tokens leaves no room under "
+                "engine.max_model_len"))])
+            return self._record(task, sample, rollout_id, group_id, episode, Verdict(False), generation_s, 0.0, 0.0)
         async with self.limit:
             started = time.perf_counter()
             truncated = self.config.rollout.truncation_is_format_error and sample.finish_reason == "length"

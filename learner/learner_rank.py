@@ -30,6 +30,7 @@ from conductor.config import LearnerConfig
 from conductor.timer import Timer
 from learner.grpo import GrpoSettings, policy_loss
 from learner.lr_schedule import lr_factor
+from learner.shared_prompt import collate_shared, shared_prompt_logprobs
 from learner.train_batch import LearnerStats, TrainSequence, collate, split, token_logprobs
 
 EMPTY = TrainSequence(prompt_ids=(0,), completion_ids=(0,), behaviour_logprobs=(0.0,), advantage=0.0)
@@ -98,6 +99,7 @@ class LearnerRank:
         if config.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+        self.shared_prompt = config.shared_prompt and not config.gradient_checkpointing
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=tuple(config.betas),
                                       weight_decay=config.weight_decay)
         schedule = functools.partial(lr_factor, warmup_steps=config.warmup_steps,
@@ -121,11 +123,18 @@ class LearnerRank:
 
     # -- training ---------------------------------------------------------------------------------------
 
+    def _collate(self, sequences: Sequence[TrainSequence]):
+        return collate_shared(sequences, self.pad_id) if self.shared_prompt else collate(sequences, self.pad_id)
+
     def _micro_batches(self, sequences: Sequence[TrainSequence]):
-        return [collate(piece, self.pad_id) if piece else _masked(collate([EMPTY], self.pad_id))
+        return [self._collate(piece) if piece else _masked(self._collate([EMPTY]))
                 for piece in split(list(sequences), self.accumulation_steps)]
 
     def _forward_logprobs(self, module, batch) -> torch.Tensor:
+        """Logprobs aligned with ``batch.completion_mask`` (either layout: learner/shared_prompt.py or
+        learner/train_batch.py)."""
+        if self.shared_prompt:
+            return shared_prompt_logprobs(module, batch)
         logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
         return token_logprobs(logits, batch.input_ids)
 
@@ -171,8 +180,8 @@ class LearnerRank:
     def logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The current policy's logprobs of ``completion_ids`` after ``prompt_ids`` (tests, diagnostics)."""
         self.engine.eval()
-        batch = collate([TrainSequence(tuple(prompt_ids), tuple(completion_ids), (0.0,) * len(completion_ids), 0.0)],
-                        self.pad_id)
+        batch = self._collate([TrainSequence(tuple(prompt_ids), tuple(completion_ids), (0.0,) * len(completion_ids),
+                                             0.0)])
         with torch.no_grad():
             values = self._forward_logprobs(self.engine, batch)
         return values[0][batch.completion_mask[0] > 0].tolist()

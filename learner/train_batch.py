@@ -5,8 +5,9 @@ workflow. Advantages are group-normalised over what remains of each group; a gro
 equal carries no signal and is dropped when ``filter_zero_spread`` is on (its advantages are 0 either
 way, so it would only cost compute). Token ids and behaviour logprobs are the engine's, untouched.
 
-Ranks get whole sequences, dealt longest-first round-robin so their padded work is even; each rank's
-share is then cut into mini-batches (one optimizer step each) of micro-batches (one forward each).
+Ranks get whole prompt groups (``shard``), balanced by tokens; each rank's share is then cut into
+mini-batches (one optimizer step each) of micro-batches (one forward each), contiguously, so a prompt's
+samples share micro-batches and its forward runs once (learner/shared_prompt.py).
 """
 
 from __future__ import annotations
@@ -121,9 +122,31 @@ def build_sequences(records: Iterable[RolloutRecord], eps: float = 1e-6,
 
 
 def shard(sequences: Sequence[TrainSequence], ranks: int) -> list[list[TrainSequence]]:
-    """Longest-first round-robin: every rank gets a similar number of sequences and of tokens."""
-    order = sorted(sequences, key=lambda s: len(s.prompt_ids) + len(s.completion_ids), reverse=True)
-    return [order[rank::ranks] for rank in range(ranks)]
+    """Whole prompt groups to ranks, heaviest first to the rank with the fewest tokens, no rank taking
+    more than ceil(n / ranks) sequences (a group too big for the room left is dealt one by one).
+    Ranks get a similar number of sequences and of tokens, and a prompt's samples stay together, so the
+    shared-prompt forward (learner/shared_prompt.py) runs each prompt once per micro-batch."""
+    by_prompt: dict[tuple[int, ...], list[TrainSequence]] = {}
+    for s in sequences:
+        by_prompt.setdefault(s.prompt_ids, []).append(s)
+    cap = -(-len(sequences) // ranks)
+    shards: list[list[TrainSequence]] = [[] for _ in range(ranks)]
+    tokens = [0] * ranks
+    def lightest() -> int:
+        return min((r for r in range(ranks) if len(shards[r]) < cap), key=lambda r: (tokens[r], r))
+
+    def place(rank: int, members: list[TrainSequence]) -> None:
+        shards[rank].extend(members)
+        tokens[rank] += sum(len(s.prompt_ids) + len(s.completion_ids) for s in members)
+
+    for members in sorted(by_prompt.values(), key=lambda m: -sum(len(s.prompt_ids) + len(s.completion_ids) for s in m)):
+        rank = lightest()
+        if len(members) <= cap - len(shards[rank]):
+            place(rank, members)
+            continue
+        for member in sorted(members, key=lambda s: len(s.completion_ids), reverse=True):
+            place(lightest(), [member])  # too big for one rank's room: dealt one by one
+    return shards
 
 
 def split(items: Sequence, parts: int) -> list[list]:

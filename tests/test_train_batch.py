@@ -7,7 +7,7 @@ import torch
 from conductor.rollout_record import RolloutRecord
 from conductor.weight_transfer import bucket_plan, flatten, unflatten
 from learner.grpo import GrpoSettings, policy_loss
-from learner.train_batch import build_sequences, collate, shard, split, token_logprobs
+from learner.train_batch import TrainSequence, build_sequences, collate, shard, split, token_logprobs
 
 
 def record(group, reward, infra=None, completion=(7, 8)):
@@ -56,6 +56,18 @@ def test_shards_are_even_in_count_and_tokens_and_splits_cover_everything():
     assert abs(tokens[0] - tokens[1]) <= 8
     assert [len(p) for p in split(list(range(7)), 3)] == [3, 2, 2]
     assert [len(p) for p in split([1], 3)] == [1, 0, 0]
+
+
+def test_shards_keep_a_prompts_samples_together_when_it_fits():
+    sequences = [TrainSequence((g,) * (10 + g), (1,) * (1 + i), (0.0,) * (1 + i), 0.0)
+                 for g in range(6) for i in range(4)]
+    shards = shard(sequences, 2)
+    assert [len(s) for s in shards] == [12, 12]
+    for s in shards:
+        prompts = [x.prompt_ids for x in s]
+        assert all(prompts.count(p) == 4 for p in prompts)  # every group whole, on one rank
+    tokens = [sum(len(x.prompt_ids) + len(x.completion_ids) for x in s) for s in shards]
+    assert abs(tokens[0] - tokens[1]) <= 15
 
 
 def test_bucket_plan_keeps_transformer_blocks_whole_and_respects_the_size():
