@@ -22,35 +22,21 @@ hardware.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.pool_rate import write_section  # noqa: E402
+from bench.train_run import train_run  # noqa: E402
 
 
 def run_mode(k: int, steps: int, latency_scale: float, seed: int, workdir: Path) -> dict:
-    name = f"bench-async-k{k}-s{seed}"
-    args = [sys.executable, "-m", "cluster.train", "--config", str(REPO / "configs/train-toy.yaml"),
-            "--set", f"run_name={name}", "--set", f"train.steps={steps}", "--set", f"train.max_staleness={k}",
-            "--set", f"simulator.latency_scale={latency_scale}", "--set", f"seed={seed}"]
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
-    started = time.time()
-    done = subprocess.run(args, cwd=workdir, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"mode k={k} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    run = workdir / "runs" / name
-    summary = json.loads((run / "summary.json").read_text())
-    tag = json.loads((run / "checkpoints" / "latest.json").read_text())["tag"]
-    history = json.loads((run / "checkpoints" / tag / "trainer_state.json").read_text())["history"]
-    return {"k": k, "summary": summary, "history": history, "pool_busy": pool_busy(run),
-            "wall_s": time.time() - started}
+    result = train_run(f"bench-async-k{k}-s{seed}", [f"train.steps={steps}", f"train.max_staleness={k}",
+                                                      f"simulator.latency_scale={latency_scale}", f"seed={seed}"],
+                       workdir)
+    return dict(result, k=k, pool_busy=pool_busy(result["run"]))
 
 
 def pool_busy(run: Path) -> float:
