@@ -66,10 +66,13 @@ def shared_prompt_logprobs(module, batch: SharedPromptBatch) -> torch.Tensor:
     """log p(completion token j | prompt, completion[:j]) for every row and j: [B, C], float32.
     ``module``: a Hugging Face causal LM, or a DeepSpeed engine wrapping one."""
     prompt_lengths = batch.prompt_mask.sum(-1)
-    prompt_out = module(input_ids=batch.prompt_ids, attention_mask=batch.prompt_mask, use_cache=True)
+    last = torch.unique(prompt_lengths - 1)  # only the last prompt tokens' logits: [U, len(last), V], not [U, P, V]
+    prompt_out = module(input_ids=batch.prompt_ids, attention_mask=batch.prompt_mask, use_cache=True,
+                        logits_to_keep=last)
     cache = prompt_out.past_key_values
     cache.reorder_cache(batch.row_prompt)  # [U] -> [B] rows, through index_select: gradients flow back
-    first_logits = prompt_out.logits[batch.row_prompt, prompt_lengths[batch.row_prompt] - 1]  # [B, V]
+    column = torch.searchsorted(last, prompt_lengths - 1)
+    first_logits = prompt_out.logits[batch.row_prompt, column[batch.row_prompt]]  # [B, V]
     width = batch.completion_ids.shape[1]
     positions = prompt_lengths[batch.row_prompt].unsqueeze(1) + torch.arange(width).unsqueeze(0)
     attention = torch.cat([batch.prompt_mask[batch.row_prompt], batch.completion_mask.long()], dim=1)
