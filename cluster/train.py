@@ -19,7 +19,6 @@ when ``pool.workers`` is empty. Everything the run leaves is under ``runs/<run_n
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import time
@@ -37,6 +36,8 @@ from cluster.rollouts import tasks_for
 from cluster.step_stats import StalenessStats, StepStats
 from cluster.train_report import (
     DashboardMetrics,
+    baseline_summary,
+    heldout_summary,
     log_line,
     progress_bar,
     results_table,
@@ -44,11 +45,10 @@ from cluster.train_report import (
     write_plot,
     write_summary,
 )
-from cluster.train_state import Checkpoints, TrainState, archive_previous_run, trim_trained_log
+from cluster.train_state import Checkpoints, TrainState, append_trained, archive_previous_run, trim_trained_log
 from cluster.warm_start import warm_start_policy
 from conductor.baselines import run_baselines
 from conductor.config import Config, config_from_cli
-from conductor.group_buffer import Group
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutRequest, SamplingSettings
 from conductor.rollout_summary import RolloutStats, summarise
@@ -98,11 +98,10 @@ class GrpoRecipe:
         self.policy = warm_start_policy(config, self.run_dir, list(self.splits.train), self.console)
         self.baselines = run_baselines(config, self.splits.heldout, AutoTokenizer.from_pretrained(self.policy),
                                        seed=config.seed)
-        single = [stats["accuracy"] for name, stats in self.baselines.items() if name != "random"]
-        self.console.print(f"held-out baselines: best single {max(single):.3f}, "
-                           f"random router {self.baselines['random']['accuracy']:.3f}")
-        warn_infra_errors(self.console, "held-out baselines",
-                          sum(int(stats["infra_errors"]) for stats in self.baselines.values()))
+        figures = baseline_summary(self.baselines)
+        self.console.print(f"held-out baselines: best single {figures['best_single_accuracy']:.3f}, "
+                           f"random router {figures['random_router_accuracy']:.3f}")
+        warn_infra_errors(self.console, "held-out baselines", sum(figures["baseline_infra_errors"].values()))
 
         # The cluster: engines, rollout actors, learners, weight sync.
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
@@ -207,7 +206,7 @@ class GrpoRecipe:
             self._rebuild_learners(exc)
             return None
         self.state.step += 1
-        self._log_trained(groups, learner_version)
+        append_trained(self.run_dir / "trained_groups.jsonl", self.state.step, learner_version, groups)
         self.state.sampler, self.state.store_cursor = self.sampler.state(), self.collector.cursor.to_json()
         timings["step"] = time.perf_counter() - step_start
         return StepStats(step=self.state.step, version=self.state.version, rollouts=summarise(records),
@@ -330,15 +329,6 @@ class GrpoRecipe:
         if amount:
             self.state.faults[key] = self.state.faults.get(key, 0) + amount
 
-    def _log_trained(self, groups: list[Group], learner_version: int) -> None:
-        """One line per step: the groups trained, their rollout ids and versions (for audits and tests)."""
-        line = {"step": self.state.step, "learner_version": learner_version,
-                "groups": {group[0].group_id: {"version": group[0].policy_version,
-                                               "rollout_ids": sorted(r.rollout_id for r in group)}
-                           for group in groups}}
-        with open(self.run_dir / "trained_groups.jsonl", "a") as handle:
-            handle.write(json.dumps(line) + "\n")
-
     # -- finish -----------------------------------------------------------------------------------------
 
     def finish(self) -> dict[str, Any]:
@@ -364,18 +354,11 @@ class GrpoRecipe:
 
     def _summary(self, heldout: RolloutStats, exported: str) -> dict[str, Any]:
         state, config = self.state, self.config
-        single = {name: stats["accuracy"] for name, stats in self.baselines.items() if name != "random"}
-        best_single, random_router = max(single.values()), self.baselines["random"]["accuracy"]
+        baselines = baseline_summary(self.baselines)
         summary = {
-            "run_name": config.run_name, "heldout_accuracy": heldout.accuracy,
-            "heldout_format_rate": heldout.format_rate, "heldout_questions": len(self.splits.heldout),
-            "heldout_infra_errors": heldout.infra_errors,
-            "heldout_scored": len(self.splits.heldout) - heldout.infra_errors,
-            "heldout_question_ids": [task.id for task in self.splits.heldout],
-            "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in self.baselines.items()},
+            "run_name": config.run_name, **heldout_summary(heldout, self.splits.heldout), **baselines,
+            "margin_over_best_single": heldout.accuracy - baselines["best_single_accuracy"],
             "sandbox_isolation": host_isolation(), "code_isolation_required": config.verifier.require_code_isolation,
-            "best_single_accuracy": best_single, "single_worker_accuracy": single,
-            "random_router_accuracy": random_router, "margin_over_best_single": heldout.accuracy - best_single,
             "steps": state.step, "best_step": state.best_step, "best_val_accuracy": state.best_val,
             "rollbacks": state.rollbacks, "policy_version": state.version, "policy_dir": exported,
             "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
@@ -385,7 +368,8 @@ class GrpoRecipe:
             "store": self.store_path}
         if config.train.plot and state.history:
             summary["curve_png"] = str(write_plot(state.history, state.evals,
-                                                  {"best_single": best_single, "random": random_router},
+                                                  {"best_single": baselines["best_single_accuracy"],
+                                                   "random": baselines["random_router_accuracy"]},
                                                   self.run_dir / "curve.png"))
         return summary
 

@@ -107,6 +107,21 @@ def write_plot(history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]
     return path
 
 
+def heldout_summary(heldout: Any, tasks: Sequence[Any]) -> dict[str, Any]:
+    """The held-out evaluation's part of ``summary.json`` (``heldout``: a RolloutStats)."""
+    return {"heldout_accuracy": heldout.accuracy, "heldout_format_rate": heldout.format_rate,
+            "heldout_questions": len(tasks), "heldout_infra_errors": heldout.infra_errors,
+            "heldout_scored": len(tasks) - heldout.infra_errors, "heldout_question_ids": [t.id for t in tasks]}
+
+
+def baseline_summary(baselines: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The baselines' part of ``summary.json``: every single worker, the best of them, the random router."""
+    single = {name: stats["accuracy"] for name, stats in baselines.items() if name != "random"}
+    return {"best_single_accuracy": max(single.values()), "single_worker_accuracy": single,
+            "random_router_accuracy": baselines["random"]["accuracy"],
+            "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in baselines.items()}}
+
+
 def write_summary(path: Path, summary: dict[str, Any]) -> Path:
     path.write_text(json.dumps(summary, indent=2, sort_keys=True))
     return path

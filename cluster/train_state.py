@@ -79,6 +79,17 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
+def append_trained(path: Path, step: int, learner_version: int, groups: list) -> None:
+    """One line per step in ``trained_groups.jsonl``: the groups trained, their rollout ids and the
+    versions that sampled them (for audits and tests)."""
+    line = {"step": step, "learner_version": learner_version,
+            "groups": {group[0].group_id: {"version": group[0].policy_version,
+                                           "rollout_ids": sorted(r.rollout_id for r in group)}
+                       for group in groups}}
+    with open(path, "a") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
 def trim_trained_log(path: Path, last_step: int) -> None:
     """On resume: the steps after the checkpoint are trained again, so their old lines go."""
     if path.exists():
