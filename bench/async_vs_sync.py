@@ -5,7 +5,8 @@ slow as a real API's, under ``train.max_staleness`` 0 (sync, the baseline), 1 an
 
 The simulator's toy workers answer in a lognormal ~50 ms; ``--latency-scale 40`` makes that ~2 s a call
 (5-95%: ~0.9-4.5 s), like a hosted model's. Each mode is a full ``cluster.train`` run in a subprocess
-(its own Ray cluster), one after another. Reported per mode, from the run's own records:
+(its own Ray cluster), one after another, all from the first mode's SFT warm start (the same weights).
+Reported per mode, from the run's own records:
 
 - steps/s over the GRPO loop (``grpo_seconds`` in summary.json: warm start, baselines, evaluation out);
 - learner idle: the share of the loop the driver spent waiting for groups (``rollout_s`` / ``step_s``);
@@ -32,10 +33,10 @@ from bench.pool_rate import write_section  # noqa: E402
 from bench.train_run import train_run  # noqa: E402
 
 
-def run_mode(k: int, steps: int, latency_scale: float, seed: int, workdir: Path) -> dict:
+def run_mode(k: int, steps: int, latency_scale: float, seed: int, workdir: Path, warm_from: Path | None) -> dict:
     result = train_run(f"bench-async-k{k}-s{seed}", [f"train.steps={steps}", f"train.max_staleness={k}",
                                                       f"simulator.latency_scale={latency_scale}", f"seed={seed}"],
-                       workdir)
+                       workdir, warm_from=warm_from)
     return dict(result, k=k, pool_busy=pool_busy(result["run"]))
 
 
@@ -104,7 +105,10 @@ def main() -> int:
         raise SystemExit("mode 0 (sync) is the baseline: include it")
     workdir = REPO / ".scratch" / "bench-async"
     workdir.mkdir(parents=True, exist_ok=True)
-    results = [run_mode(k, args.steps, args.latency_scale, args.seed, workdir) for k in args.modes]
+    results = []
+    for k in args.modes:  # every mode starts from the first one's SFT warm start: the same weights
+        warm = results[0]["run"] / "sft" if results else None
+        results.append(run_mode(k, args.steps, args.latency_scale, args.seed, workdir, warm))
     body = table(results, args.steps, args.latency_scale)
     print(body)
     if not args.no_write:

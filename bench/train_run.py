@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -14,7 +15,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def train_run(name: str, overrides: list[str], workdir: Path, config: str = "configs/train-toy.yaml") -> dict:
+def train_run(name: str, overrides: list[str], workdir: Path, config: str = "configs/train-toy.yaml",
+              warm_from: Path | None = None) -> dict:
+    """``warm_from``: an earlier run's SFT warm start to begin from (the driver reuses ``runs/<run>/sft``),
+    so runs that compare settings start from the same weights and skip repeating it."""
+    if warm_from is not None:
+        shutil.copytree(warm_from, workdir / "runs" / name / "sft", dirs_exist_ok=True)
     args = [sys.executable, "-m", "cluster.train", "--config", str(REPO / config), "--set", f"run_name={name}"]
     for override in overrides:
         args += ["--set", override]
