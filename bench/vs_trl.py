@@ -55,8 +55,9 @@ NOTES = ("Same SFT-warm-started policy (hash-checked), questions, prompts, simul
          "project drops it before its learner, TRL still runs its forward/backward. Differences kept as each "
          "library does it: TRL's vLLM engine runs at vLLM's default (downcast) dtype for an fp32 checkpoint and "
          "TRL keeps its importance-sampling correction, the project's engine is fp32 with no correction when "
-         "synchronous; TRL's advantages use the unbiased std + 1e-4, the project's the population std + 1e-6. The "
-         "project's learner runs each group's prompt once (the shared-prompt forward, exact); TRL runs it per sample.\n")
+         "synchronous; TRL's advantages use the unbiased std + 1e-4, the project's the population std + 1e-6. "
+         "The project's learner runs each group's prompt once (the shared-prompt forward, exact); TRL runs it "
+         "per sample.\n")
 ENV_DEFAULTS = {"TMPDIR": str(SCRATCH / "tmp"), "TORCH_EXTENSIONS_DIR": str(SCRATCH / "torch_extensions"),
                 "VLLM_CACHE_ROOT": str(SCRATCH / "vllm"), "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1", "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false"}
