@@ -14,6 +14,7 @@ NCCL; the same code.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import random
@@ -110,7 +111,8 @@ class LearnerRank:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
         self.reference = None
         if config.kl_coef > 0:
-            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
+            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+            self.reference = self.reference.to(self.engine.device).eval()
             self.reference.requires_grad_(False)
         self.settings = GrpoSettings(eps_low=config.eps_low, eps_high=config.eps_high, kl_coef=config.kl_coef,
                                      aggregation=config.aggregation,
@@ -124,7 +126,11 @@ class LearnerRank:
     # -- training ---------------------------------------------------------------------------------------
 
     def _collate(self, sequences: Sequence[TrainSequence]):
-        return collate_shared(sequences, self.pad_id) if self.shared_prompt else collate(sequences, self.pad_id)
+        """A micro-batch's tensors, on the engine's device (host memory on CPU, the rank's GPU with NCCL)."""
+        batch = collate_shared(sequences, self.pad_id) if self.shared_prompt else collate(sequences, self.pad_id)
+        for item in dataclasses.fields(batch):
+            setattr(batch, item.name, getattr(batch, item.name).to(self.engine.device))
+        return batch
 
     def _micro_batches(self, sequences: Sequence[TrainSequence]):
         return [self._collate(piece) if piece else _masked(self._collate([EMPTY]))

@@ -74,7 +74,8 @@ def shared_prompt_logprobs(module, batch: SharedPromptBatch) -> torch.Tensor:
     column = torch.searchsorted(last, prompt_lengths - 1)
     first_logits = prompt_out.logits[batch.row_prompt, column[batch.row_prompt]]  # [B, V]
     width = batch.completion_ids.shape[1]
-    positions = prompt_lengths[batch.row_prompt].unsqueeze(1) + torch.arange(width).unsqueeze(0)
+    offsets = torch.arange(width, device=prompt_lengths.device)
+    positions = prompt_lengths[batch.row_prompt].unsqueeze(1) + offsets.unsqueeze(0)
     attention = torch.cat([batch.prompt_mask[batch.row_prompt], batch.completion_mask.long()], dim=1)
     out = module(input_ids=batch.completion_ids, attention_mask=attention, position_ids=positions,
                  past_key_values=cache, use_cache=True)
