@@ -35,6 +35,7 @@ import ray
 
 from conductor.config import EngineConfig
 from conductor.rollout import PROMPT_TOO_LONG, Sample, SamplingSettings
+from conductor.run_output import local_copy
 
 AWAITING_WEIGHTS = -1
 
@@ -45,7 +46,9 @@ class EngineNotReady(RuntimeError):
 
 @ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"control": 1})
 class ConductorEngine:
-    def __init__(self, model_path: str, config: EngineConfig, seed: int = 0):
+    def __init__(self, model_path: str, config: EngineConfig, seed: int = 0,
+                 storage_options: Optional[dict[str, Any]] = None):
+        model_path = local_copy(model_path, storage_options)  # a remote policy (s3://): copied once per node
         self.on_gpu = config.num_gpus > 0
         if not self.on_gpu:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -227,9 +230,10 @@ def _answers(calls: list[Any], timeout_s: float = 10.0) -> list[Optional[Any]]:
     return out
 
 
-def start_engines(model_path: str, config: EngineConfig, seed: int = 0,
-                  placement_group: Optional[Any] = None) -> EngineGroup:
-    """One actor per replica, each with its CPU (or GPU) share; optionally inside a placement group."""
+def start_engines(model_path: str, config: EngineConfig, seed: int = 0, placement_group: Optional[Any] = None,
+                  storage_options: Optional[dict[str, Any]] = None) -> EngineGroup:
+    """One actor per replica, each with its CPU (or GPU) share; optionally inside a placement group.
+    ``model_path``: a local directory, or a URL (s3://) with ``storage_options``."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     replicas = []
@@ -238,7 +242,7 @@ def start_engines(model_path: str, config: EngineConfig, seed: int = 0,
         if placement_group is not None:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=placement_group, placement_group_bundle_index=replica)
-        replicas.append(ConductorEngine.options(**options).remote(model_path, config, seed + replica))
+        replicas.append(ConductorEngine.options(**options).remote(model_path, config, seed + replica, storage_options))
     ray.get([replica.policy_version.remote() for replica in replicas])  # wait until every replica is up
     return EngineGroup(replicas)
 

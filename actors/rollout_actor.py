@@ -15,6 +15,7 @@ import ray
 from conductor.config import Config
 from conductor.replay_store import ReplayStore
 from conductor.rollout import RolloutReceipt, RolloutRequest, RolloutRunner
+from conductor.run_output import local_copy
 
 
 @ray.remote(num_cpus=0.25, max_restarts=-1, max_task_retries=0)
@@ -27,10 +28,10 @@ class RolloutActor:
 
         if ray.get_runtime_context().was_current_actor_reconstructed:
             seed += 1_000_003 * os.getpid()  # a restarted actor must not replay its predecessor's samples
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        store_options = config.store()[1]
+        tokenizer = AutoTokenizer.from_pretrained(local_copy(model_path, config.output.storage_options))
         self.runner = RolloutRunner(config, tokenizer, engines, RayPool(config.pool, seed=seed), seed=seed)
-        self.store = (ReplayStore(store_path, storage_options=config.rollout.storage_options or None)
-                      if store_path else None)
+        self.store = ReplayStore(store_path, storage_options=store_options or None) if store_path else None
 
     async def run(self, request: RolloutRequest) -> RolloutReceipt:
         records = await self.runner.run_request(request)

@@ -16,7 +16,6 @@ import os
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import ray
 from rich.console import Console
@@ -27,6 +26,7 @@ from conductor.config import Config, config_from_cli
 from conductor.rollout import RolloutRequest
 from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import summarise
+from conductor.run_output import RunOutput
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks import Task, load_tasks
@@ -39,14 +39,14 @@ def tasks_for(config: Config) -> list[Task]:
     return tasks or list(load_preset(config.simulator).tasks)
 
 
-def policy_path(config: Config, tiny_dir: Path | None = None) -> str:
-    """The configured model, or a tiny policy built from config into ``tiny_dir``."""
+def policy_path(config: Config, out: RunOutput, name: str = "policy") -> str:
+    """The configured model (a local dir or a URL), or a tiny policy built from config as ``out/name``."""
     if config.policy.model_path:
         return config.policy.model_path
     from learner.tiny_policy import TinyPolicySpec, build_tiny_policy
 
-    return str(build_tiny_policy(tiny_dir or Path("runs") / config.run_name / "policy",
-                                 TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed)))
+    build_tiny_policy(out.staged(name), TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed))
+    return out.publish(name)
 
 
 def run(config: Config, console: Console) -> dict[str, float]:
@@ -57,15 +57,18 @@ def run(config: Config, console: Console) -> dict[str, float]:
 
     tasks = tasks_for(config)
     tasks = tasks[:config.rollout.limit] if config.rollout.limit else tasks
-    model = policy_path(config)
-    store_path = config.rollout.store_path.format(run_name=config.run_name)
+    out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
+    console.print(f"outputs: {out.url}")
+    model = policy_path(config, out)
+    store_path = config.store()[0]
     with contextlib.ExitStack() as stack:
         if not config.pool.workers:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
             config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
-        engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine))
+        engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine),
+                                storage_options=config.output.storage_options)
         pool = RayPool(config.pool, seed=config.seed)  # owned (and held) here: outlives any rollout actor
         feed = RolloutFeed([RolloutActor.remote(config, model, engines, store_path, config.seed + i)
                             for i in range(config.rollout.actors)])
@@ -93,6 +96,8 @@ def run(config: Config, console: Console) -> dict[str, float]:
     summary = dict(summarise(records).as_dict(), wall_seconds=time.time() - started, store=store_path, pool=pool_stats,
                    sandbox_isolation=host_isolation(), code_isolation_required=config.verifier.require_code_isolation)
     console.print_json(json.dumps(summary))
+    out.write_text("summary.json", text=json.dumps(summary, indent=2))
+    console.print(f"summary: {out.path('summary.json')}, rollouts: {store_path}")
     return summary
 
 

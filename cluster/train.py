@@ -13,7 +13,7 @@ It heals itself: engines, rollout actors and pool actors restart (Ray ``max_rest
 is issued again; a dead learner rank makes the driver rebuild the learner group from the newest
 checkpoint (``train.max_learner_restarts`` times). Ray: embedded local cluster, or the one in
 RAY_ADDRESS (``ray job submit``). Pool: the configured providers, or the simulated preset started here
-when ``pool.workers`` is empty. Everything the run leaves is under ``runs/<run_name>/``.
+when ``pool.workers`` is empty. Everything the run leaves is under ``<output.dir>/<run_name>/`` (a local dir or s3://).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import ray
@@ -42,16 +41,25 @@ from cluster.train_report import (
     progress_bar,
     results_table,
     warn_infra_errors,
+    warn_local_output,
     write_plot,
     write_summary,
 )
-from cluster.train_state import Checkpoints, TrainState, append_trained, archive_previous_run, trim_trained_log
+from cluster.train_state import (
+    Checkpoints,
+    TrainState,
+    append_trained,
+    archive_previous_run,
+    publish_trained,
+    resume_trained_log,
+)
 from cluster.warm_start import warm_start_policy
 from conductor.baselines import run_baselines
 from conductor.config import Config, config_from_cli
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutRequest, SamplingSettings
 from conductor.rollout_summary import RolloutStats, summarise
+from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.staleness import StalenessManager
@@ -65,7 +73,7 @@ __all__ = ["GrpoRecipe", "main", "train", "warm_start_policy"]
 class GrpoRecipe:
     def __init__(self, config: Config, console: Console):
         self.config, self.console = config, console
-        self.run_dir = Path("runs") / config.run_name
+        self.out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
         self.stack = contextlib.ExitStack()
         self.started = time.time()
         self.restore_tag: str | None = None  # what a rebuilt learner loads (default: the newest checkpoint)
@@ -82,9 +90,9 @@ class GrpoRecipe:
         from cluster.placement import engine_placement_group
 
         config = self.config
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.console.print(f"outputs: {self.out.url}")
         if not config.train.resume:
-            archive_previous_run(self.run_dir, self.console)
+            archive_previous_run(self.out, self.console)
         self.splits = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
                                   config.seed)
         self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
@@ -95,8 +103,9 @@ class GrpoRecipe:
                 update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
 
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
-        self.policy = warm_start_policy(config, self.run_dir, list(self.splits.train), self.console)
-        self.baselines = run_baselines(config, self.splits.heldout, AutoTokenizer.from_pretrained(self.policy),
+        self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
+        tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
+        self.baselines = run_baselines(config, self.splits.heldout, tokenizer,
                                        seed=config.seed)
         figures = baseline_summary(self.baselines)
         self.console.print(f"held-out baselines: best single {figures['best_single_accuracy']:.3f}, "
@@ -106,22 +115,24 @@ class GrpoRecipe:
         # The cluster: engines, rollout actors, learners, weight sync.
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         self.stack.callback(ray.shutdown)
-        self.store_path = config.rollout.store_path.format(run_name=config.run_name)
-        self.store = ReplayStore(self.store_path, storage_options=config.rollout.storage_options or None)
-        self.engines = start_engines(self.policy, config.engine, config.seed, engine_placement_group(config.engine))
+        warn_local_output(self.out, sum(node["Alive"] for node in ray.nodes()), self.console)
+        self.store_path, store_options = config.store()
+        self.store = ReplayStore(self.store_path, storage_options=store_options or None)
+        self.engines = start_engines(self.policy, config.engine, config.seed, engine_placement_group(config.engine),
+                                     storage_options=config.output.storage_options)
         self.pool = RayPool(config.pool, seed=config.seed)  # owned (and held) here: outlives any rollout actor
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
         self.learners = self._start_learners()
-        self.checkpoints = Checkpoints(self.run_dir / "checkpoints", config.learner.keep_checkpoints)
+        self.checkpoints = Checkpoints(self.out, config.learner.keep_checkpoints)
         self.metrics = DashboardMetrics(config.run_name)
         self.state = TrainState()
         if config.train.resume and self.checkpoints.latest():
             self.state = self.checkpoints.load(self.learners, self.checkpoints.latest())
             self.console.print(f"resumed from {self.checkpoints.latest()} (step {self.state.step}, "
                                f"policy v{self.state.version})")
-            trim_trained_log(self.run_dir / "trained_groups.jsonl", self.state.step)
+            resume_trained_log(self.out, self.state.step)
         self.sampler = TaskSampler(self.splits.train, config.seed, **self.state.sampler)
         # Engines start from the warm-start weights: hand them the learners' own, under a version no earlier
         # (killed) segment wrote rollouts for. Records older than this segment's first version are not read.
@@ -142,7 +153,7 @@ class GrpoRecipe:
 
         sequences = self.config.train.questions_per_step * self.config.rollout.group_size
         learners = LearnerGroup(self.policy, self.learner_config, self.config.train.steps, sequences,
-                                seed=self.config.seed)
+                                seed=self.config.seed, storage_options=self.config.output.storage_options)
         self.sync = WeightSync(learners, self.engines, self.learner_config.weight_sync)
         return learners
 
@@ -206,7 +217,7 @@ class GrpoRecipe:
             self._rebuild_learners(exc)
             return None
         self.state.step += 1
-        append_trained(self.run_dir / "trained_groups.jsonl", self.state.step, learner_version, groups)
+        append_trained(self.out, self.state.step, learner_version, groups)
         self.state.sampler, self.state.store_cursor = self.sampler.state(), self.collector.cursor.to_json()
         timings["step"] = time.perf_counter() - step_start
         return StepStats(step=self.state.step, version=self.state.version, rollouts=summarise(records),
@@ -308,6 +319,7 @@ class GrpoRecipe:
 
         try:
             self.checkpoints.save(self.learners, self.state, tag)
+            publish_trained(self.out)
             return True
         except LearnerGroupFailed as exc:
             self._rebuild_learners(exc)
@@ -343,13 +355,14 @@ class GrpoRecipe:
             self.console.print(f"evaluating the best validated policy (step {best.step}, val {best.best_val:.3f})")
         heldout = self.evaluate(list(self.splits.heldout))
         warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
-        exported = self._with_learners(lambda: self.learners.export_hf(str(self.run_dir / "policy"),
-                                                                       tokenizer_from=self.policy))
+        exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
         self._look_after_actors()
         summary = self._summary(heldout, exported)
-        write_summary(self.run_dir / "summary.json", summary)
+        publish_trained(self.out)
+        write_summary(self.out, summary)
         self.console.print(results_table(summary))
-        self.console.print(f"summary: {self.run_dir / 'summary.json'}")
+        self.console.print(f"summary: {self.out.path('summary.json')}; policy: {exported}; "
+                           f"checkpoints: {self.out.path('checkpoints')}; rollouts: {self.store_path}")
         return summary
 
     def _summary(self, heldout: RolloutStats, exported: str) -> dict[str, Any]:
@@ -367,10 +380,10 @@ class GrpoRecipe:
             "grpo_seconds": state.wall_seconds, "wall_seconds": time.time() - self.started,
             "store": self.store_path}
         if config.train.plot and state.history:
-            summary["curve_png"] = str(write_plot(state.history, state.evals,
-                                                  {"best_single": baselines["best_single_accuracy"],
-                                                   "random": baselines["random_router_accuracy"]},
-                                                  self.run_dir / "curve.png"))
+            write_plot(state.history, state.evals, {"best_single": baselines["best_single_accuracy"],
+                                                    "random": baselines["random_router_accuracy"]},
+                       self.out.staged("curve.png"))
+            summary["curve_png"] = self.out.publish("curve.png")
         return summary
 
     def close(self) -> None:

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from conductor.run_output import RunOutput
+
 LOG_FIELDS = (  # (key, label, format)
     ("mean_reward", "reward", "{:.3f}"), ("accuracy", "pass", "{:.2f}"), ("format_rate", "format", "{:.2f}"),
     ("steps_per_workflow", "steps/wf", "{:.2f}"), ("conductor_tokens_per_rollout", "tok", "{:.0f}"),
@@ -122,9 +124,17 @@ def baseline_summary(baselines: dict[str, dict[str, float]]) -> dict[str, Any]:
             "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in baselines.items()}}
 
 
-def write_summary(path: Path, summary: dict[str, Any]) -> Path:
-    path.write_text(json.dumps(summary, indent=2, sort_keys=True))
-    return path
+def write_summary(out: RunOutput, summary: dict[str, Any]) -> str:
+    out.write_text("summary.json", text=json.dumps(summary, indent=2, sort_keys=True))
+    return out.path("summary.json")
+
+
+def warn_local_output(out: RunOutput, nodes: int, console: Console) -> None:
+    """Ranks and engines on other nodes write and read the run's files: a local path must be shared."""
+    if not out.remote and nodes > 1:
+        console.print(f"[yellow]output.dir is a local path ({out.url}) on a {nodes}-node cluster: learner ranks "
+                      "and engines on other nodes write checkpoints and read the policy there. Use s3:// or "
+                      "storage every node mounts at that path.[/]")
 
 
 def warn_infra_errors(console: Console, what: str, count: int) -> None:

@@ -2,22 +2,22 @@
 model, optimizer, scheduler and their RNG through DeepSpeed; this adds everything the driver needs to
 continue exactly.
 
-Layout under ``runs/<run>/checkpoints/``: one directory per tag (``step-N``, ``best``) holding the
-DeepSpeed files plus ``trainer_state.json``; ``latest.json`` names the newest complete ``step-N`` and is
-written last (atomically), so a run killed mid-save resumes from the previous checkpoint.
+Layout under ``<output>/<run>/checkpoints/`` (a local dir or S3: conductor/run_output.py): one directory
+per tag (``step-N``, ``best``) holding the DeepSpeed files every rank uploads plus ``trainer_state.json``;
+``latest.json`` names the newest complete ``step-N`` and is written last (whole), so a run killed
+mid-save resumes from the previous checkpoint.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 from rich.console import Console
+
+from conductor.run_output import RunOutput
 
 
 @dataclass
@@ -46,64 +46,74 @@ class TrainState:
 
 
 class Checkpoints:
-    def __init__(self, root: Path, keep: int):
-        self.root, self.keep = Path(root), keep
-        self.root.mkdir(parents=True, exist_ok=True)
+    def __init__(self, out: RunOutput, keep: int):
+        self.out, self.keep = out, keep
 
-    def save(self, learners: Any, state: TrainState, tag: str) -> Path:
-        learners.save_checkpoint(str(self.root), tag, {"policy_version": state.version, "step": state.step})
-        (self.root / tag / "trainer_state.json").write_text(state.to_json())
+    def save(self, learners: Any, state: TrainState, tag: str) -> str:
+        learners.save_checkpoint(self.out, tag, {"policy_version": state.version, "step": state.step})
+        self.out.write_text("checkpoints", tag, "trainer_state.json", text=state.to_json())
         if tag.startswith("step-"):
-            _write_atomic(self.root / "latest.json", json.dumps({"tag": tag}))
+            self.out.write_text("checkpoints", "latest.json", text=json.dumps({"tag": tag}))
             self._prune()
-        return self.root / tag
+        return self.out.path("checkpoints", tag)
 
     def latest(self) -> Optional[str]:
-        marker = self.root / "latest.json"
-        return json.loads(marker.read_text())["tag"] if marker.exists() else None
+        if not self.out.exists("checkpoints", "latest.json"):
+            return None
+        return json.loads(self.out.read_text("checkpoints", "latest.json"))["tag"]
 
     def load(self, learners: Any, tag: str) -> TrainState:
         """Restore the learners' model, optimizer, scheduler and RNG; return the driver's state then."""
-        learners.load_checkpoint(str(self.root), tag)
-        return TrainState.from_json((self.root / tag / "trainer_state.json").read_text())
+        learners.load_checkpoint(self.out, tag)
+        return TrainState.from_json(self.out.read_text("checkpoints", tag, "trainer_state.json"))
 
     def _prune(self) -> None:
-        steps = sorted((p for p in self.root.glob("step-*") if p.is_dir()), key=lambda p: int(p.name[5:]))
+        steps = sorted((name for name in self.out.list_dirs("checkpoints") if name.startswith("step-")),
+                       key=lambda name: int(name[5:]))
         for old in steps[:-self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            self.out.remove("checkpoints", old)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
+TRAINED_LOG = "trained_groups.jsonl"
 
 
-def append_trained(path: Path, step: int, learner_version: int, groups: list) -> None:
+def append_trained(out: RunOutput, step: int, learner_version: int, groups: list) -> None:
     """One line per step in ``trained_groups.jsonl``: the groups trained, their rollout ids and the
-    versions that sampled them (for audits and tests)."""
+    versions that sampled them (for audits and tests). Appended locally; ``publish_trained`` uploads it
+    when the output is remote."""
     line = {"step": step, "learner_version": learner_version,
             "groups": {group[0].group_id: {"version": group[0].policy_version,
                                            "rollout_ids": sorted(r.rollout_id for r in group)}
                        for group in groups}}
+    path = out.staged(TRAINED_LOG)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as handle:
         handle.write(json.dumps(line) + "\n")
 
 
-def trim_trained_log(path: Path, last_step: int) -> None:
-    """On resume: the steps after the checkpoint are trained again, so their old lines go."""
-    if path.exists():
-        lines = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= last_step]
-        path.write_text("".join(line + "\n" for line in lines))
+def publish_trained(out: RunOutput) -> None:
+    if out.staged(TRAINED_LOG).exists():
+        out.publish(TRAINED_LOG)
 
 
-def archive_previous_run(run_dir: Path, console: Console) -> None:
-    """A fresh run in a directory a previous run used: its checkpoints and audit log move aside (a
-    rollback must never load another run's weights); the warm start and the store stay (reused)."""
-    old = [run_dir / name for name in ("checkpoints", "trained_groups.jsonl") if (run_dir / name).exists()]
+def resume_trained_log(out: RunOutput, last_step: int) -> None:
+    """On resume: the log comes back (from a remote output) without the steps after the checkpoint,
+    which are trained again."""
+    if not out.exists(TRAINED_LOG):
+        return
+    path = out.fetch(TRAINED_LOG)
+    lines = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= last_step]
+    path.write_text("".join(line + "\n" for line in lines))
+    out.publish(TRAINED_LOG)
+
+
+def archive_previous_run(out: RunOutput, console: Console) -> None:
+    """A fresh run where a previous run wrote: its checkpoints and audit log move aside (a rollback must
+    never load another run's weights); the warm start and the store stay (reused)."""
+    old = [name for name in ("checkpoints", TRAINED_LOG) if out.exists(name)]
     if old:
-        target = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
-        target.mkdir(parents=True, exist_ok=True)
-        for path in old:
-            path.rename(target / path.name)
-        console.print(f"a previous run's checkpoints moved to {target} (resume with --set train.resume=true)")
+        target = ("previous", time.strftime("%Y%m%d-%H%M%S"))
+        for name in old:
+            out.move((name,), (*target, name))
+        console.print(f"a previous run's checkpoints moved to {out.path(*target)} "
+                      "(resume with --set train.resume=true)")

@@ -6,37 +6,38 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from rich.console import Console
 
 from cluster.rollouts import policy_path
 from conductor.config import Config
 from conductor.prompt_builder import PromptBuilder
+from conductor.run_output import RunOutput, local_copy
 from conductor.tasks.task import Task
 
 
-def warm_start_policy(config: Config, run_dir: Path, train_tasks: Sequence[Task], console: Console) -> str:
+def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task], console: Console) -> str:
+    """The policy's location: a local dir, or a URL under a remote output (actors copy it per node)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from learner.sft import sft_warm_start
 
-    start = policy_path(config, run_dir / "initial")
+    start = policy_path(config, out, "initial")
     if config.sft.steps == 0:
         return start
-    out = run_dir / "sft"
-    if (out / "config.json").exists():
-        console.print(f"SFT warm start: reusing {out}")
-        return str(out)
-    tokenizer = AutoTokenizer.from_pretrained(start)
-    model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
+    if out.exists("sft", "config.json"):
+        console.print(f"SFT warm start: reusing {out.path('sft')}")
+        return out.path("sft")
+    local_start = local_copy(start, config.output.storage_options)
+    tokenizer = AutoTokenizer.from_pretrained(local_start)
+    model = AutoModelForCausalLM.from_pretrained(local_start, dtype=torch.float32)
     builder = PromptBuilder(config, tokenizer, seed=config.seed)
     prompts = [builder.task_prompt_ids(task, builder.roster()) for task in list(train_tasks)[:config.sft.prompts]]
     started = time.time()
     losses = sft_warm_start(model, tokenizer, prompts, len(config.pool.workers), config.sft, seed=config.seed)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    model.save_pretrained(out.staged("sft"))
+    tokenizer.save_pretrained(out.staged("sft"))
     console.print(f"SFT warm start: {config.sft.steps} steps in {time.time() - started:.0f}s, "
                   f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
-    return str(out)
+    return out.publish("sft")

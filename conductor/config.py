@@ -202,8 +202,9 @@ class RolloutConfig(Section):
     actors: int = Field(default=1, ge=1, description="RolloutActor actors (each runs many episodes at once)")
     limit: Optional[int] = Field(default=None, ge=1, description="questions to roll out: the rollouts command "
                                  "only (training always uses the whole dataset)")
-    store_path: str = Field(default="runs/{run_name}/rollouts", description="local dir or s3://bucket/prefix")
-    storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env)")
+    store_path: str = Field(default="{output_dir}/{run_name}/rollouts", description="local dir or s3://bucket/prefix")
+    storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env); "
+                                            "empty = output.storage_options")
 
     @model_validator(mode="before")
     @classmethod
@@ -304,6 +305,15 @@ class ChaosConfig(Section):
     seed: int = 0
 
 
+class OutputConfig(Section):
+    """Where a run writes (conductor/run_output.py): summary, checkpoints, exported policy, curve, audit
+    log and, by default, the replay store, all under ``{dir}/{run_name}/``."""
+
+    dir: str = Field(default="runs", description="local dir or s3://bucket/prefix; under `ray job submit` use "
+                     "s3:// or shared storage: a job's working directory is a temporary copy on the head node")
+    storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env)")
+
+
 class Config(Section):
     run_name: str = Field(default="demo", pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = 0
@@ -321,6 +331,12 @@ class Config(Section):
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+
+    def store(self) -> tuple[str, dict[str, Any]]:
+        """The replay store's path (``rollout.store_path`` filled in) and its fsspec options."""
+        path = self.rollout.store_path.format(run_name=self.run_name, output_dir=self.output.dir.rstrip("/"))
+        return path, dict(self.rollout.storage_options or self.output.storage_options)
 
 
 class ConfigError(ValueError):

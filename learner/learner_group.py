@@ -22,6 +22,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from conductor.config import LearnerConfig
 from conductor.rollout_record import RolloutRecord
+from conductor.run_output import RunOutput
 from conductor.weight_transfer import free_port
 from learner.train_batch import BatchStats, LearnerStats, build_sequences, shard, split
 
@@ -45,7 +46,7 @@ def accumulation_steps(config: LearnerConfig, sequences_per_step: int) -> int:
 
 class LearnerGroup:
     def __init__(self, model_path: str, config: LearnerConfig, total_steps: int, sequences_per_step: int,
-                 seed: int = 0, timeout_s: float = 600.0):
+                 seed: int = 0, timeout_s: float = 600.0, storage_options: Optional[dict[str, Any]] = None):
         from learner.learner_rank import LearnerRank
 
         self.config, self.timeout_s = config, timeout_s
@@ -63,7 +64,7 @@ class LearnerGroup:
             LearnerRank.options(
                 num_cpus=config.num_cpus_per_rank, num_gpus=config.num_gpus_per_rank,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank),
-            ).remote(rank, config.ranks, port, model_path, config, total_steps, steps, seed)
+            ).remote(rank, config.ranks, port, model_path, config, total_steps, steps, seed, storage_options)
             for rank in range(config.ranks)]
         try:
             self._all(lambda rank: rank.ready.remote())
@@ -107,14 +108,14 @@ class LearnerGroup:
     def logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         return self._all(lambda rank: rank.logprobs.remote(prompt_ids, completion_ids))[0]
 
-    def save_checkpoint(self, directory: str, tag: str, client_state: dict[str, Any]) -> str:
-        return self._all(lambda rank: rank.save_checkpoint.remote(directory, tag, client_state))[0]
+    def save_checkpoint(self, out: RunOutput, tag: str, client_state: dict[str, Any]) -> str:
+        return self._all(lambda rank: rank.save_checkpoint.remote(out, tag, client_state))[0]
 
-    def load_checkpoint(self, directory: str, tag: str) -> dict[str, Any]:
-        return self._all(lambda rank: rank.load_checkpoint.remote(directory, tag))[0]
+    def load_checkpoint(self, out: RunOutput, tag: str) -> dict[str, Any]:
+        return self._all(lambda rank: rank.load_checkpoint.remote(out, tag))[0]
 
-    def export_hf(self, directory: str, tokenizer_from: Optional[str] = None) -> str:
-        return self._all(lambda rank: rank.export_hf.remote(directory, tokenizer_from))[0]
+    def export_hf(self, out: RunOutput, tokenizer_from: Optional[str] = None) -> str:
+        return self._all(lambda rank: rank.export_hf.remote(out, tokenizer_from))[0]
 
     def full_state_dict(self) -> dict[str, Any]:
         return self._all(lambda rank: rank.full_state_dict.remote())[0]

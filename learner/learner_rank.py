@@ -20,7 +20,6 @@ import os
 import random
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -28,6 +27,7 @@ import ray
 import torch
 
 from conductor.config import LearnerConfig
+from conductor.run_output import RunOutput, local_copy
 from conductor.timer import Timer
 from learner.grpo import GrpoSettings, policy_loss
 from learner.lr_schedule import lr_factor
@@ -74,7 +74,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 @ray.remote
 class LearnerRank:
     def __init__(self, rank: int, world_size: int, master_port: int, model_path: str, config: LearnerConfig,
-                 total_steps: int, accumulation_steps: int, seed: int = 0):
+                 total_steps: int, accumulation_steps: int, seed: int = 0,
+                 storage_options: Optional[dict[str, Any]] = None):
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port))
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if config.num_gpus_per_rank > 0 else "cpu")
@@ -82,6 +83,8 @@ class LearnerRank:
         from transformers import AutoModelForCausalLM
 
         self.rank, self.world_size, self.config = rank, world_size, config
+        self.storage_options = storage_options
+        model_path = local_copy(model_path, storage_options)  # a remote policy: copied once per node
         self.accumulation_steps = accumulation_steps
         self.zero3 = config.zero_stage == 3
         random.seed(seed + rank)
@@ -194,26 +197,42 @@ class LearnerRank:
 
     # -- checkpoints and export -------------------------------------------------------------------------
 
-    def save_checkpoint(self, directory: str, tag: str, client_state: dict[str, Any]) -> str:
+    def save_checkpoint(self, out: RunOutput, tag: str, client_state: dict[str, Any]) -> str:
+        """Every rank writes its DeepSpeed files locally and uploads them (a remote output: ranks on
+        other nodes included), so the driver finds the whole checkpoint under ``out``."""
         state = dict(client_state, learner_steps=self.steps_done)
-        self.engine.save_checkpoint(directory, tag=tag, client_state=state)
-        torch.save(rng_state(), Path(directory, tag, f"rng-rank{self.rank}.pt"))
-        return str(Path(directory, tag))
+        local = out.staged("checkpoints")
+        self.engine.save_checkpoint(str(local), tag=tag, client_state=state)
+        torch.save(rng_state(), local / tag / f"rng-rank{self.rank}.pt")
+        out.publish("checkpoints", tag)
+        out.discard_staged("checkpoints", tag)
+        return out.path("checkpoints", tag)
 
-    def load_checkpoint(self, directory: str, tag: str) -> dict[str, Any]:
-        path, client_state = self.engine.load_checkpoint(directory, tag=tag, load_optimizer_states=True,
-                                                         load_lr_scheduler_states=True)
-        if path is None:
-            raise FileNotFoundError(f"no DeepSpeed checkpoint {tag!r} under {directory}")
-        set_rng_state(torch.load(Path(directory, tag, f"rng-rank{self.rank}.pt"), weights_only=False))
+    def load_checkpoint(self, out: RunOutput, tag: str) -> dict[str, Any]:
+        local = out.fetch("checkpoints", tag)
+        try:
+            path, client_state = self.engine.load_checkpoint(str(local.parent), tag=tag, load_optimizer_states=True,
+                                                             load_lr_scheduler_states=True)
+            if path is None:
+                raise FileNotFoundError(f"no DeepSpeed checkpoint {tag!r} under {out.path('checkpoints')}")
+            set_rng_state(torch.load(local / f"rng-rank{self.rank}.pt", weights_only=False))
+        finally:
+            out.discard_staged("checkpoints", tag)
         self.steps_done = int(client_state.get("learner_steps", 0))
         return {k: v for k, v in client_state.items() if k != "learner_steps"}
 
-    def export_hf(self, directory: str, tokenizer_from: Optional[str] = None) -> Optional[str]:
+    def export_hf(self, out: RunOutput, tokenizer_from: Optional[str] = None) -> Optional[str]:
+        """The policy as a Hugging Face directory at ``out/policy`` (rank 0 writes; all gather under ZeRO-3)."""
         from learner.hf_export import export_hf
 
-        return export_hf(self.engine.module, self.model_config, directory, self.rank, self.zero3,
-                         self._bucket_bytes(), tokenizer_from)
+        tokenizer_dir = local_copy(tokenizer_from, self.storage_options) if tokenizer_from and self.rank == 0 else None
+        written = export_hf(self.engine.module, self.model_config, str(out.staged("policy")), self.rank, self.zero3,
+                            self._bucket_bytes(), tokenizer_dir)
+        if written is None:
+            return None
+        out.publish("policy")
+        out.discard_staged("policy")
+        return out.path("policy")
 
     def full_state_dict(self) -> Optional[dict[str, torch.Tensor]]:
         """Every parameter, gathered, on rank 0 (None elsewhere). For tests on tiny models."""

@@ -7,12 +7,14 @@ import dataclasses
 
 import pytest
 import ray
+import s3fs
 import torch
 from transformers import AutoModelForCausalLM
 
 from conductor.config import LearnerConfig
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_record import from_table
+from conductor.run_output import RunOutput
 from learner.grpo import GrpoSettings, policy_loss
 from learner.learner_group import LearnerGroup
 from learner.tiny_policy import build_tiny_policy
@@ -86,8 +88,14 @@ def run(learners, store, cursor, versions):
     return losses, cursor
 
 
-@pytest.mark.parametrize("stage,ranks", [(2, 2), (3, 2)])
-def test_kill_and_resume_matches_an_uninterrupted_run(ray_local, policy, tmp_path, stage, ranks):
+@pytest.mark.parametrize("stage,ranks,where", [(2, 2, "local"), (3, 2, "s3")])
+def test_kill_and_resume_matches_an_uninterrupted_run(ray_local, policy, tmp_path, request, stage, ranks, where):
+    """Checkpoints on a local disk, or on S3 (SeaweedFS): every rank uploads its files and downloads them."""
+    out = RunOutput(str(tmp_path / "out"), "r")
+    if where == "s3":
+        server = request.getfixturevalue("s3_server")
+        s3fs.S3FileSystem(**server.storage_options).mkdirs("ckpts", exist_ok=True)
+        out = RunOutput("s3://ckpts", tmp_path.name, server.storage_options)
     config = LearnerConfig(zero_stage=stage, ranks=ranks, num_cpus_per_rank=0.5, lr=5e-3, warmup_steps=2,
                            lr_schedule="cosine", micro_batch_size=4, mini_batches=2)
     store = ReplayStore(str(tmp_path / "store"))
@@ -106,14 +114,16 @@ def test_kill_and_resume_matches_an_uninterrupted_run(ray_local, policy, tmp_pat
 
     first = group()
     losses, cursor = run(first, store, Cursor(), range(2))
-    first.save_checkpoint(str(tmp_path / "ckpt"), "step-2", {"cursor": cursor.to_json(), "policy_version": 2})
+    assert first.save_checkpoint(out, "step-2", {"cursor": cursor.to_json(), "policy_version": 2}) == \
+        out.path("checkpoints", "step-2")
+    assert out.exists("checkpoints", "step-2", "rng-rank1.pt")
     for rank in first.ranks:  # killed, not shut down cleanly
         ray.kill(rank, no_restart=True)
     ray.util.remove_placement_group(first.placement)
 
     second = group()
     try:
-        state = second.load_checkpoint(str(tmp_path / "ckpt"), "step-2")
+        state = second.load_checkpoint(out, "step-2")
         assert state["policy_version"] == 2
         more, _ = run(second, store, Cursor.from_json(state["cursor"]), range(2, 4))
         weights = second.full_state_dict()

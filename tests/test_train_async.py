@@ -32,6 +32,7 @@ def warm_policy(tmp_path_factory):
     from cluster.rollouts import tasks_for
     from cluster.warm_start import warm_start_policy
     from conductor.config import load_config
+    from conductor.run_output import RunOutput
     from conductor.simulator.presets import load_preset, simulated_pool_config
     from conductor.tasks.splits import split_tasks
 
@@ -40,7 +41,8 @@ def warm_policy(tmp_path_factory):
                                                                       "http://127.0.0.1:1/v1")})
     train_tasks = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
                               config.seed).train
-    return Path(warm_start_policy(config, tmp_path_factory.mktemp("warm"), train_tasks, Console()))
+    out = RunOutput(str(tmp_path_factory.mktemp("warm")), "warm")
+    return Path(warm_start_policy(config, out, train_tasks, Console()))
 
 
 def train(cwd, *overrides, timeout=900, warm=None):

@@ -111,7 +111,7 @@ def test_train_writes_its_outputs_and_resumes(tmp_path):
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    assert summary["policy_dir"] == "runs/t/policy"
+    assert Path(summary["policy_dir"]).resolve() == (run / "policy").resolve()
     AutoModelForCausalLM.from_pretrained(run / "policy")
     AutoTokenizer.from_pretrained(run / "policy")
 

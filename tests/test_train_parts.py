@@ -101,20 +101,78 @@ def test_renamed_and_automatic_keys():
         load_config(None, ["learner.tis_cap=-1"])
 
 
-def test_resume_trims_the_audit_log_and_a_fresh_run_moves_old_checkpoints_aside(tmp_path):
+@pytest.fixture(params=["local", "s3"])
+def run_output(request, tmp_path):
+    from conductor.run_output import RunOutput
+
+    if request.param == "local":
+        return RunOutput(str(tmp_path / "runs"), "r")
+    import s3fs
+
+    server = request.getfixturevalue("s3_server")
+    s3fs.S3FileSystem(**server.storage_options).mkdirs("runs", exist_ok=True)
+    return RunOutput("s3://runs", tmp_path.name, server.storage_options)
+
+
+class FakeLearners:
+    """Stands in for the learner group (no DeepSpeed here): each "rank" uploads its files, as ranks do."""
+
+    def __init__(self):
+        self.loaded = []
+
+    def save_checkpoint(self, out, tag, client_state):
+        for rank in range(2):
+            path = out.staged("checkpoints", tag, f"rank{rank}.pt")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(client_state))
+        out.publish("checkpoints", tag)
+        out.discard_staged("checkpoints", tag)
+
+    def load_checkpoint(self, out, tag):
+        self.loaded.append(json.loads((out.fetch("checkpoints", tag) / "rank1.pt").read_text()))
+
+
+def test_checkpoints_keep_the_newest_and_load_back_on_local_disk_and_s3(run_output):
+    from cluster.train_state import Checkpoints, TrainState
+
+    checkpoints, learners = Checkpoints(run_output, keep=2), FakeLearners()
+    assert checkpoints.latest() is None
+    for step in (2, 4, 6):
+        checkpoints.save(learners, TrainState(step=step, version=step + 1), f"step-{step}")
+    checkpoints.save(learners, TrainState(step=4, version=5), "best")
+    assert checkpoints.latest() == "step-6"
+    assert run_output.list_dirs("checkpoints") == ["best", "step-4", "step-6"]  # step-2 pruned, best kept
+    state = checkpoints.load(learners, "step-4")
+    assert (state.step, state.version) == (4, 5) and learners.loaded == [{"policy_version": 5, "step": 4}]
+
+
+def test_resume_trims_the_audit_log_and_a_fresh_run_moves_old_checkpoints_aside(run_output):
     from rich.console import Console
 
-    from cluster.train_state import archive_previous_run, trim_trained_log
+    from cluster.train_state import (
+        TRAINED_LOG,
+        append_trained,
+        archive_previous_run,
+        publish_trained,
+        resume_trained_log,
+    )
 
-    log = tmp_path / "trained_groups.jsonl"
-    log.write_text("".join(json.dumps({"step": step, "groups": {}}) + "\n" for step in range(1, 7)))
-    trim_trained_log(log, last_step=4)  # steps 5 and 6 will be trained again after resuming from step-4
-    assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [1, 2, 3, 4]
+    for step in range(1, 7):
+        append_trained(run_output, step, step, [])
+    publish_trained(run_output)
+    run_output.discard_staged()  # a new driver process: nothing staged
+    resume_trained_log(run_output, last_step=4)  # steps 5 and 6 will be trained again after resuming from step-4
+    lines = run_output.read_text(TRAINED_LOG).splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2, 3, 4]
+    append_trained(run_output, 5, 5, [])
+    publish_trained(run_output)
+    assert len(run_output.read_text(TRAINED_LOG).splitlines()) == 5
 
-    (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "latest.json").write_text('{"tag": "step-4"}')
-    (tmp_path / "sft").mkdir()
-    archive_previous_run(tmp_path, Console(quiet=True))
-    assert not (tmp_path / "checkpoints").exists() and not log.exists() and (tmp_path / "sft").exists()
-    [moved] = list((tmp_path / "previous").iterdir())
-    assert (moved / "checkpoints" / "latest.json").exists() and (moved / "trained_groups.jsonl").exists()
+    run_output.write_text("checkpoints", "latest.json", text='{"tag": "step-4"}')
+    run_output.write_text("sft", "config.json", text="{}")
+    archive_previous_run(run_output, Console(quiet=True))
+    assert not run_output.exists("checkpoints") and not run_output.exists(TRAINED_LOG)
+    assert run_output.exists("sft", "config.json")
+    [moved] = run_output.list_dirs("previous")
+    assert run_output.exists("previous", moved, "checkpoints", "latest.json")
+    assert run_output.exists("previous", moved, TRAINED_LOG)

@@ -4,9 +4,11 @@ code path with another backend), and every replica's logprobs for fixed tokens t
 
 import pytest
 import ray
+import s3fs
 
 from actors.conductor_engine import start_engines
 from conductor.config import EngineConfig, LearnerConfig
+from conductor.run_output import RunOutput
 from learner.learner_group import LearnerGroup
 from learner.tiny_policy import build_tiny_policy
 from learner.weight_sync import WeightSync
@@ -58,20 +60,27 @@ def test_engines_match_learner_after_each_step(engines, policy, stage, ranks, tr
         learners.shutdown()
 
 
-def test_exported_policy_loads_in_vllm_with_the_learners_logprobs(ray_local, policy, tmp_path):
+def test_exported_policy_loads_in_vllm_with_the_learners_logprobs(ray_local, policy, tmp_path, s3_server):
     """The HF export (sharded safetensors + index, config, tokenizer) is what `vllm serve` loads: a fresh
-    engine started from it scores like the ZeRO-3 learner that wrote it."""
+    engine started from it scores like the ZeRO-3 learner that wrote it. Exported to S3 (SeaweedFS), as a
+    Ray job does, and loaded from there by the engine."""
     config = LearnerConfig(zero_stage=3, ranks=2, num_cpus_per_rank=0.5, lr=2e-2, warmup_steps=0,
                            micro_batch_size=4, sync_bucket_mb=0.05)
     learners = LearnerGroup(policy, config, total_steps=1, sequences_per_step=16)
     try:
         learners.train_step(records(1))
         expected = learners.logprobs(PROMPT, COMPLETION)
-        exported = learners.export_hf(str(tmp_path / "exported"), tokenizer_from=policy)
+        s3fs.S3FileSystem(**s3_server.storage_options).mkdirs("exports", exist_ok=True)
+        out = RunOutput("s3://exports", tmp_path.name, s3_server.storage_options)
+        exported = learners.export_hf(out, tokenizer_from=policy)
     finally:
         learners.shutdown()
-    assert len(list((tmp_path / "exported").glob("model-*-of-*.safetensors"))) >= 4
-    engine = start_engines(exported, EngineConfig(replicas=1, num_cpus=0.25, max_model_len=1024)).replicas[0]
+    assert exported == f"s3://exports/{tmp_path.name}/policy"
+    fs = s3fs.S3FileSystem(**s3_server.storage_options)
+    assert len(fs.glob(f"exports/{tmp_path.name}/policy/model-*-of-*.safetensors")) >= 4
+    assert fs.exists(f"exports/{tmp_path.name}/policy/tokenizer.json")
+    engine = start_engines(exported, EngineConfig(replicas=1, num_cpus=0.25, max_model_len=1024),
+                           storage_options=s3_server.storage_options).replicas[0]
     try:
         served = ray.get(engine.score.remote(PROMPT, COMPLETION))
     finally:
