@@ -1,0 +1,323 @@
+"""The KubeRay deployment in k8s/, checked offline (no cluster, no Ray, no network): every manifest
+validates (Ray kinds against the KubeRay CRDs in ../shared/k8s-crds, core kinds and pod templates with
+kubernetes-validate), a broken copy of each fails naming the broken field, and the manifests agree with
+the training config they run (placement, entrypoint, keys)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conductor.config import Config, load_config
+from tests.support.crd_schema import CRD_FILES, crd_schema, errors, field_path
+
+REPO = Path(__file__).resolve().parents[1]
+K8S = REPO / "k8s"
+CRDS = Path(__file__).parents[1].parent / "shared" / "k8s-crds"
+K8S_VERSION = "1.37"  # the newest schema kubernetes-validate 1.37.0 ships
+TRAIN_JOB = "rayjob-train.yaml"
+
+
+def load(name: str) -> list[dict]:
+    """A manifest's documents; a JSON round trip unshares YAML aliases, so a broken copy breaks one place."""
+    return [json.loads(json.dumps(doc)) for doc in yaml.safe_load_all((K8S / name).read_text()) if doc]
+
+
+MANIFESTS = sorted(path.name for path in K8S.glob("*.yaml"))
+DOCUMENTS = [(name, i, doc) for name in MANIFESTS for i, doc in enumerate(load(name))]
+RAY_DOCUMENTS = [(name, i, doc) for name, i, doc in DOCUMENTS if doc["kind"] in CRD_FILES]
+CORE_DOCUMENTS = [(name, i, doc) for name, i, doc in DOCUMENTS if doc["kind"] not in CRD_FILES]
+
+
+def doc_id(entry: tuple) -> str:
+    return f"{entry[0]}:{entry[2]['kind']}/{entry[2]['metadata']['name']}"
+
+
+def crd_errors(doc: dict) -> list[str]:
+    if not CRDS.is_dir():
+        pytest.skip(f"no KubeRay CRDs at {CRDS} (../shared/k8s-crds beside the repository)")
+    return errors(crd_schema(CRDS, doc["kind"], doc["apiVersion"]), doc)
+
+
+def core_errors(doc: dict, prefix: str = "") -> list[str]:
+    """kubernetes-validate (strict: unknown fields are errors) on one core object; its first error."""
+    validate = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate (test extra)")
+    try:
+        validate.validate(doc, K8S_VERSION, strict=True)
+    except validate.ValidationError as error:
+        return [f"{prefix}{field_path(error.path)}: {error.message}"]
+    return []
+
+
+def cluster_spec(doc: dict) -> dict:
+    return {"RayJob": lambda: doc["spec"]["rayClusterSpec"], "RayCluster": lambda: doc["spec"],
+            "RayService": lambda: doc["spec"]["rayClusterConfig"]}[doc["kind"]]()
+
+
+def pod_templates(doc: dict) -> list[tuple[str, dict]]:
+    """(manifest path of the template, template) for the head and every worker group."""
+    base = {"RayJob": "spec.rayClusterSpec", "RayCluster": "spec", "RayService": "spec.rayClusterConfig"}[doc["kind"]]
+    spec = cluster_spec(doc)
+    found = [(f"{base}.headGroupSpec.template", spec["headGroupSpec"]["template"])]
+    found += [(f"{base}.workerGroupSpecs[{i}].template", group["template"])
+              for i, group in enumerate(spec.get("workerGroupSpecs", []))]
+    return found
+
+
+def template_errors(doc: dict) -> list[str]:
+    """Each pod template as a core PodTemplate; errors carry the template's path in the manifest."""
+    found = []
+    for where, template in pod_templates(doc):
+        wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template}
+        found += [message.replace("template", where, 1) for message in core_errors(wrapped)]
+    return found
+
+
+def all_errors(doc: dict) -> list[str]:
+    if doc["kind"] in CRD_FILES:
+        return crd_errors(doc) + template_errors(doc)
+    return core_errors(doc)
+
+
+# -- every document validates --------------------------------------------------------------------------
+
+def test_the_deployment_has_the_expected_documents():
+    kinds = {(name, doc["kind"]) for name, _, doc in DOCUMENTS}
+    assert {(TRAIN_JOB, "RayJob"), ("raycluster.yaml", "RayCluster"), ("secrets.example.yaml", "Secret"),
+            ("storage.yaml", "ConfigMap"), ("storage.yaml", "PersistentVolumeClaim")} <= kinds
+    assert (K8S / "Dockerfile").is_file() and (REPO / ".dockerignore").is_file()
+
+
+@pytest.mark.parametrize("entry", RAY_DOCUMENTS, ids=doc_id)
+def test_ray_documents_validate_against_the_kuberay_crd(entry):
+    assert crd_errors(entry[2]) == []
+
+
+@pytest.mark.parametrize("entry", RAY_DOCUMENTS, ids=doc_id)
+def test_ray_pod_templates_validate_as_core_pod_templates(entry):
+    assert template_errors(entry[2]) == []
+
+
+@pytest.mark.parametrize("entry", CORE_DOCUMENTS, ids=doc_id)
+def test_core_documents_validate_with_kubernetes_validate(entry):
+    assert core_errors(entry[2]) == []
+
+
+# -- a broken copy of each manifest fails, naming the field --------------------------------------------
+
+def _gpu_group(doc: dict) -> dict:
+    return next(g for g in cluster_spec(doc)["workerGroupSpecs"] if g["groupName"] == "gpu")
+
+
+def _set(path: Callable[[dict], dict], key: str, value: Any) -> Callable[[dict], None]:
+    return lambda doc: path(doc).__setitem__(key, value)
+
+
+def _rename(path: Callable[[dict], dict], old: str, new: str) -> Callable[[dict], None]:
+    return lambda doc: path(doc).__setitem__(new, path(doc).pop(old))
+
+
+def _container(doc: dict, group: int = 0) -> dict:
+    return cluster_spec(doc)["workerGroupSpecs"][group]["template"]["spec"]["containers"][0]
+
+
+def _duplicate_first_container(doc: dict) -> None:
+    containers = cluster_spec(doc)["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    containers.append(dict(containers[0]))
+
+
+BROKEN = {
+    # wrong type: rayStartParams values are strings ("4"), not numbers
+    "rayjob-num-gpus-not-a-string": (TRAIN_JOB, 0, _set(lambda d: _gpu_group(d)["rayStartParams"], "num-gpus", 4),
+                                     "spec.rayClusterSpec.workerGroupSpecs[1].rayStartParams.num-gpus"),
+    # a misspelled optional field: plain JSON Schema would accept it, the API server drops it
+    "rayjob-misspelled-shutdown": (TRAIN_JOB, 0, _rename(lambda d: d["spec"], "shutdownAfterJobFinishes",
+                                                         "shutdownAfterJobFinish"), "spec.shutdownAfterJobFinish"),
+    # int32 overflow on a format: int32 field
+    "rayjob-deadline-overflows-int32": (TRAIN_JOB, 0, _set(lambda d: d["spec"], "activeDeadlineSeconds", 2**31),
+                                        "spec.activeDeadlineSeconds"),
+    # a GPU limit that is neither an integer nor a string (x-kubernetes-int-or-string)
+    "rayjob-gpu-limit-is-a-list": (TRAIN_JOB, 0, _set(lambda d: _container(d, 1)["resources"]["limits"],
+                                                      "nvidia.com/gpu", [4]),
+                                   "spec.rayClusterSpec.workerGroupSpecs[1].template.spec.containers[0]"
+                                   ".resources.limits.nvidia.com/gpu"),
+    # a misspelled required field
+    "raycluster-misspelled-group-name": ("raycluster.yaml", 0,
+                                         _rename(lambda d: d["spec"]["workerGroupSpecs"][0], "groupName", "groupname"),
+                                         "spec.workerGroupSpecs[0]: 'groupName' is a required property"),
+    # two containers named alike in one pod (x-kubernetes-list-type: map, keyed by name)
+    "raycluster-duplicate-container": ("raycluster.yaml", 0, _duplicate_first_container,
+                                       "spec.workerGroupSpecs[0].template.spec.containers[1]"),
+    # a pod-template field only the core schema knows: a mount path must be a string
+    "raycluster-mount-path-not-a-string": ("raycluster.yaml", 0,
+                                           _set(lambda d: _container(d, 1)["volumeMounts"][0], "mountPath", 5),
+                                           "spec.workerGroupSpecs[1].template.spec.containers[0].volumeMounts[0]"
+                                           ".mountPath"),
+    "secret-value-not-a-string": ("secrets.example.yaml", 0, _set(lambda d: d["stringData"], "OPENAI_API_KEY", 12),
+                                  "stringData.OPENAI_API_KEY"),
+    "secret-misspelled-string-data": ("secrets.example.yaml", 1, _rename(lambda d: d, "stringData", "stringdata"),
+                                      "'stringdata' was unexpected"),
+    "configmap-value-not-a-string": ("storage.yaml", 0, _set(lambda d: d["data"], "AWS_DEFAULT_REGION", 1),
+                                     "data.AWS_DEFAULT_REGION"),
+    "pvc-access-modes-not-a-list": ("storage.yaml", 1, _set(lambda d: d["spec"], "accessModes", "ReadWriteMany"),
+                                    "spec.accessModes"),
+}
+
+
+def test_every_manifest_has_a_broken_copy():
+    assert {name for name, *_ in BROKEN.values()} == set(MANIFESTS)
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_copy_fails_naming_the_field(case):
+    name, index, breaks, expected = BROKEN[case]
+    doc = load(name)[index]
+    assert all_errors(doc) == [], "the intact document must be valid for this test to mean anything"
+    breaks(doc)
+    found = all_errors(doc)
+    assert found, f"{case}: the broken copy validated"
+    assert any(expected in message for message in found), f"{case}: no error names {expected!r}: {found}"
+
+
+# -- the validator's Kubernetes extensions -------------------------------------------------------------
+
+def test_int_or_string_nullable_and_list_map_keys_follow_kubernetes():
+    schema = {"type": "object", "properties": {
+        "q": {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True},
+        "bare": {"x-kubernetes-int-or-string": True},
+        "n": {"type": "string", "nullable": True},
+        "items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                  "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}}
+    good = ({"q": 4, "bare": "500m"}, {"q": "4Gi", "bare": 1}, {"n": None}, {"items": [{"name": "a"}, {"name": "b"}]})
+    for ok in good:
+        assert errors(schema, ok) == [], ok
+    for bad, where in (({"q": 1.5}, "q"), ({"bare": True}, "bare"), ({"bare": [1]}, "bare"),
+                       ({"items": [{"name": "a"}, {"name": "a"}]}, "items[1]"), ({"x": 1}, "x")):
+        found = errors(schema, bad)
+        assert found and found[0].startswith(f"{where}: "), (bad, found)
+
+
+# -- the manifests agree with the config they run ------------------------------------------------------
+
+def job() -> dict:
+    return next(doc for name, _, doc in DOCUMENTS if name == TRAIN_JOB and doc["kind"] == "RayJob")
+
+
+def entrypoint_config() -> tuple[Path, Config]:
+    argv = shlex.split(job()["spec"]["entrypoint"])
+    assert argv[:3] == ["python", "-m", "cluster.train"], argv
+    config_path = REPO / argv[argv.index("--config") + 1]
+    overrides = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--set"]
+    return config_path, load_config(config_path, overrides)
+
+
+def quantity(value: Any) -> float:
+    text = str(value)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def ray_capacity(group: dict) -> dict[str, float]:
+    params = group["rayStartParams"]
+    return {"CPU": float(params.get("num-cpus", 0)), "GPU": float(params.get("num-gpus", 0))}
+
+
+def test_the_entrypoint_config_exists_and_loads():
+    config_path, config = entrypoint_config()
+    assert config_path.is_file() and config_path.name == "train-gpu.yaml"
+    assert config.engine.num_gpus == 1 and config.learner.num_gpus_per_rank == 1 and config.learner.ranks == 2
+    assert config.learner.zero_stage in (2, 3) and config.learner.weight_sync == "collective"
+    assert config.rollout.store_path.startswith("s3://")
+    assert job()["spec"]["entrypoint"] in (K8S / "README.md").read_text(), "k8s/README.md shows another command"
+
+
+def fit(bundles: list[dict[str, float]], pods: list[dict[str, float]]) -> list[dict[str, float]]:
+    """First-fit decreasing, as a packing placement group would place them; the bundles left over."""
+    free, left = [dict(pod) for pod in pods], []
+    for bundle in sorted(bundles, key=lambda b: (b.get("GPU", 0), b["CPU"]), reverse=True):
+        pod = next((p for p in free if all(p[r] >= bundle.get(r, 0) for r in ("CPU", "GPU"))), None)
+        if pod is None:
+            left.append(bundle)
+            continue
+        for resource in ("CPU", "GPU"):
+            pod[resource] -= bundle.get(resource, 0)
+    return left
+
+
+@pytest.mark.parametrize("manifest", [TRAIN_JOB, "raycluster.yaml"])
+def test_the_gpu_group_holds_exactly_the_training_placement(manifest):
+    from cluster.placement import engine_bundles
+    from learner.learner_group import learner_bundles
+
+    _, config = entrypoint_config()
+    doc = next(doc for name, _, doc in DOCUMENTS if name == manifest and doc["kind"] in CRD_FILES)
+    gpu = _gpu_group(doc)
+    pod = ray_capacity(gpu)
+    container = gpu["template"]["spec"]["containers"][0]["resources"]
+    assert quantity(container["limits"]["nvidia.com/gpu"]) == pod["GPU"], "nvidia.com/gpu limit != Ray num-gpus"
+    assert quantity(container["requests"]["cpu"]) >= pod["CPU"], "Ray would count CPUs the pod did not request"
+    engines, learners = engine_bundles(config.engine), learner_bundles(config.learner)
+    # the learner ranks rendezvous at 127.0.0.1 (learner/learner_rank.py): they must fit in one pod
+    assert fit(learners, [pod]) == [], f"learner ranks {learners} do not fit one GPU pod {pod}"
+    pods = [pod] * (gpu["replicas"] if manifest == TRAIN_JOB else 1)
+    assert fit(engines + learners, pods) == [], f"{engines + learners} do not fit {pods}"
+    if manifest == TRAIN_JOB:  # exactly: nothing of the GPU pods is left for actors that do not need a GPU
+        for resource in ("CPU", "GPU"):
+            placed, offered = sum(b.get(resource, 0) for b in engines + learners), sum(p[resource] for p in pods)
+            assert placed == offered, f"the config places {placed:g} {resource}, the gpu group offers {offered:g}"
+    else:
+        assert gpu["minReplicas"] <= gpu["replicas"] <= gpu["maxReplicas"] and gpu["maxReplicas"] >= 1
+
+
+def test_the_cpu_group_holds_the_rollout_actors_and_the_head_none():
+    from actors.rollout_actor import RolloutActor
+
+    _, config = entrypoint_config()
+    spec = cluster_spec(job())
+    assert spec["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0", "actors must not land on the head"
+    cpu = next(g for g in spec["workerGroupSpecs"] if g["groupName"] == "cpu")
+    needed = config.rollout.actors * RolloutActor._default_options["num_cpus"]
+    assert ray_capacity(cpu)["GPU"] == 0 and ray_capacity(cpu)["CPU"] * cpu["replicas"] >= needed
+
+
+def env_of(container: dict) -> dict[str, dict]:
+    return {item["name"]: item for item in container.get("env", [])}
+
+
+@pytest.mark.parametrize("manifest", [TRAIN_JOB, "raycluster.yaml"])
+def test_every_ray_pod_gets_the_keys_the_config_names_from_secrets(manifest):
+    _, config = entrypoint_config()
+    secrets = {(d["metadata"]["name"], key) for _, _, d in DOCUMENTS if d["kind"] == "Secret"
+               for key in d["stringData"]}
+    config_maps = {d["metadata"]["name"] for _, _, d in DOCUMENTS if d["kind"] == "ConfigMap"}
+    claims = {d["metadata"]["name"] for _, _, d in DOCUMENTS if d["kind"] == "PersistentVolumeClaim"}
+    wanted = {p.api_key_env for p in config.pool.providers if p.api_key_env}
+    if config.rollout.store_path.startswith("s3://"):
+        wanted |= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+    doc = next(doc for name, _, doc in DOCUMENTS if name == manifest and doc["kind"] in CRD_FILES)
+    for where, template in pod_templates(doc):
+        container = template["spec"]["containers"][0]
+        env = env_of(container)
+        for name in wanted:
+            ref = env.get(name, {}).get("valueFrom", {}).get("secretKeyRef")
+            assert ref, f"{where}: {name} is not set from a Secret"
+            assert (ref["name"], ref["key"]) in secrets, f"{where}: {name} names a Secret key not in the examples"
+        assert {ref["configMapRef"]["name"] for ref in container.get("envFrom", [])} <= config_maps
+        volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
+        assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+        assert {v["persistentVolumeClaim"]["claimName"] for v in volumes.values()
+                if "persistentVolumeClaim" in v} <= claims
+        assert container["workingDir"] == "/app", "runs/ and configs/ are relative to the image's /app"
+
+
+def test_example_secrets_hold_placeholders_only():
+    for _, _, doc in DOCUMENTS:
+        if doc["kind"] == "Secret":
+            assert "data" not in doc, "base64 data hides what it holds: use stringData placeholders"
+            for key, value in doc["stringData"].items():
+                assert value.startswith("PLACEHOLDER"), f"{doc['metadata']['name']}.{key} is not a placeholder"
