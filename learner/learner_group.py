@@ -58,16 +58,16 @@ class LearnerGroup:
             remove_placement_group(self.placement)
             raise RuntimeError(f"cluster cannot place {config.ranks} learner ranks with "
                                f"{learner_bundles(config)[0]} each within {timeout_s:g}s")
-        port = free_port()
         steps = accumulation_steps(config, sequences_per_step)
         self.ranks = [
             LearnerRank.options(
                 num_cpus=config.num_cpus_per_rank, num_gpus=config.num_gpus_per_rank,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank),
-            ).remote(rank, config.ranks, port, model_path, config, total_steps, steps, seed, storage_options)
+            ).remote(rank, config.ranks, config, storage_options)
             for rank in range(config.ranks)]
-        try:
-            self._all(lambda rank: rank.ready.remote())
+        try:  # the process group meets at rank 0's node (any node of a multi-node cluster), on a port free there
+            master = self.wait([self.ranks[0].rendezvous_address.remote()])[0]
+            self._all(lambda rank: rank.setup.remote(master, model_path, total_steps, steps, seed))
         except BaseException:
             self.shutdown()  # no ranks or reserved CPUs left behind by a group that never started
             raise

@@ -73,18 +73,23 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 @ray.remote
 class LearnerRank:
-    def __init__(self, rank: int, world_size: int, master_port: int, model_path: str, config: LearnerConfig,
-                 total_steps: int, accumulation_steps: int, seed: int = 0,
+    def __init__(self, rank: int, world_size: int, config: LearnerConfig,
                  storage_options: Optional[dict[str, Any]] = None):
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
-                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port))
+        """Placed but not started: ``setup`` joins the process group at rank 0's address, which is only
+        known once rank 0 has a node (``LearnerGroup``)."""
+        self.rank, self.world_size, self.config = rank, world_size, config
+        self.storage_options = storage_options
+
+    def setup(self, master: tuple[str, int], model_path: str, total_steps: int, accumulation_steps: int,
+              seed: int = 0) -> int:
+        config, rank = self.config, self.rank
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(self.world_size), LOCAL_RANK="0",
+                          MASTER_ADDR=master[0], MASTER_PORT=str(master[1]))
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if config.num_gpus_per_rank > 0 else "cpu")
         import deepspeed
         from transformers import AutoModelForCausalLM
 
-        self.rank, self.world_size, self.config = rank, world_size, config
-        self.storage_options = storage_options
-        model_path = local_copy(model_path, storage_options)  # a remote policy: copied once per node
+        model_path = local_copy(model_path, self.storage_options)  # a remote policy: copied once per node
         self.accumulation_steps = accumulation_steps
         self.zero3 = config.zero_stage == 3
         random.seed(seed + rank)
@@ -122,9 +127,7 @@ class LearnerRank:
                                      tis_cap=config.resolved(asynchronous=False).tis_cap)
         self.steps_done = 0
         self.sender = None
-
-    def ready(self) -> int:
-        return self.rank
+        return rank
 
     # -- training ---------------------------------------------------------------------------------------
 
