@@ -34,6 +34,7 @@ from typing import Any, Optional
 import ray
 
 from conductor.config import EngineConfig
+from conductor.metrics import Families
 from conductor.rollout import PROMPT_TOO_LONG, Sample, SamplingSettings
 from conductor.run_output import local_copy
 
@@ -47,7 +48,8 @@ class EngineNotReady(RuntimeError):
 @ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"control": 1})
 class ConductorEngine:
     def __init__(self, model_path: str, config: EngineConfig, seed: int = 0,
-                 storage_options: Optional[dict[str, Any]] = None):
+                 storage_options: Optional[dict[str, Any]] = None, run_name: str = "", replica: int = 0):
+        self.metrics = Families("conductor_engine", run=run_name, replica=str(replica))
         model_path = local_copy(model_path, storage_options)  # a remote policy (s3://): copied once per node
         self.on_gpu = config.num_gpus > 0
         if not self.on_gpu:
@@ -71,11 +73,30 @@ class ConductorEngine:
         self.version = AWAITING_WEIGHTS if restarted else 0
 
     def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
+        if self.version == AWAITING_WEIGHTS:
+            raise EngineNotReady("this replica is awaiting weights")
+        self.metrics.set("conductor_engine_running_requests", len(prompts) * n)
+        try:
+            samples = self._generate(prompts, n, sampling)
+        finally:
+            self.metrics.set("conductor_engine_running_requests", 0)
+        self.metrics.inc("conductor_engine_generated_tokens_total",
+                         sum(len(sample.token_ids) for group in samples for sample in group))
+        return samples
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._version = value
+        self.metrics.set("conductor_engine_policy_version", value)
+
+    def _generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        if self.version == AWAITING_WEIGHTS:
-            raise EngineNotReady("this replica is awaiting weights")
         params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
                                 max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
         fits = [len(p) < self.max_model_len for p in prompts]  # vLLM would fail the whole call on one
@@ -231,7 +252,7 @@ def _answers(calls: list[Any], timeout_s: float = 10.0) -> list[Optional[Any]]:
 
 
 def start_engines(model_path: str, config: EngineConfig, seed: int = 0, placement_group: Optional[Any] = None,
-                  storage_options: Optional[dict[str, Any]] = None) -> EngineGroup:
+                  storage_options: Optional[dict[str, Any]] = None, run_name: str = "") -> EngineGroup:
     """One actor per replica, each with its CPU (or GPU) share; optionally inside a placement group.
     ``model_path``: a local directory, or a URL (s3://) with ``storage_options``."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -242,7 +263,8 @@ def start_engines(model_path: str, config: EngineConfig, seed: int = 0, placemen
         if placement_group is not None:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=placement_group, placement_group_bundle_index=replica)
-        replicas.append(ConductorEngine.options(**options).remote(model_path, config, seed + replica, storage_options))
+        replicas.append(ConductorEngine.options(**options).remote(model_path, config, seed + replica, storage_options,
+                                                                  run_name, replica))
     ray.get([replica.policy_version.remote() for replica in replicas])  # wait until every replica is up
     return EngineGroup(replicas)
 

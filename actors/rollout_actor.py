@@ -13,6 +13,7 @@ from typing import Any, Optional
 import ray
 
 from conductor.config import Config
+from conductor.metrics import Families
 from conductor.replay_store import ReplayStore
 from conductor.rollout import RolloutReceipt, RolloutRequest, RolloutRunner
 from conductor.run_output import local_copy
@@ -30,16 +31,29 @@ class RolloutActor:
             seed += 1_000_003 * os.getpid()  # a restarted actor must not replay its predecessor's samples
         store_options = config.store()[1]
         tokenizer = AutoTokenizer.from_pretrained(local_copy(model_path, config.output.storage_options))
-        self.runner = RolloutRunner(config, tokenizer, engines, RayPool(config.pool, seed=seed), seed=seed)
+        pool = RayPool(config.pool, seed=seed, run_name=config.run_name)
+        self.runner = RolloutRunner(config, tokenizer, engines, pool, seed=seed)
         self.store = ReplayStore(store_path, storage_options=store_options or None) if store_path else None
+        actor = ray.get_runtime_context().get_actor_id()[-8:]  # the same after a restart
+        self.metrics = Families("conductor_rollout", run=config.run_name, actor=actor)
 
     async def run(self, request: RolloutRequest) -> RolloutReceipt:
         records = await self.runner.run_request(request)
+        self._report(records)
         if request.write and self.store is not None:
             self.store.write(records)
         return RolloutReceipt(batch_id=request.batch_id, groups=len({r.group_id for r in records}),
                               versions=tuple(sorted({r.policy_version for r in records})),
                               records=records if request.return_records else None)
+
+    def _report(self, records: list) -> None:
+        for record in records:
+            outcome = ("infra_error" if record.infra_error else "format_error" if not record.format_ok
+                       else "correct" if record.correct else "wrong")
+            self.metrics.inc("conductor_rollouts_total", outcome=outcome)
+            self.metrics.observe("conductor_rollout_episode_seconds", record.workers_s + record.verify_s)
+        if records:
+            self.metrics.set("conductor_rollout_format_rate", sum(r.format_ok for r in records) / len(records))
 
     def pid(self) -> int:
         return os.getpid()

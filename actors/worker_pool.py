@@ -17,9 +17,9 @@ import time
 from typing import Any, Optional
 
 import ray
-from ray.util import metrics
 
 from conductor.config import PoolConfig, ProviderSpec, WorkerSpec
+from conductor.metrics import Families
 from conductor.pool import ChatResult, Messages, WorkerCallError
 from conductor.provider_client import ProviderClient
 
@@ -29,40 +29,40 @@ RESTART_POLL_S = 0.5
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class WorkerPoolActor:
-    def __init__(self, provider: ProviderSpec, workers: list[WorkerSpec], seed: Optional[int] = None):
+    def __init__(self, provider: ProviderSpec, workers: list[WorkerSpec], seed: Optional[int] = None,
+                 run_name: str = ""):
         restarted = ray.get_runtime_context().was_current_actor_reconstructed
         self.client = ProviderClient(provider, workers, seed=seed, recent_sends_unknown=restarted)
         self.config = (provider, sorted(workers, key=lambda w: w.id))
-        tags = ("provider", "worker", "outcome")
-        self.calls = metrics.Counter("conductor_pool_calls_total", "worker API calls by outcome", tag_keys=tags)
-        self.tokens = metrics.Counter("conductor_pool_tokens_total", "tokens used",
-                                      tag_keys=("provider", "worker", "kind"))
-        self.cost = metrics.Counter("conductor_pool_cost_usd_total", "USD spent", tag_keys=("provider", "worker"))
-        self.retries = metrics.Counter("conductor_pool_retries_total", "retried attempts",
-                                       tag_keys=("provider", "worker"))
-        self.latency = metrics.Histogram("conductor_pool_latency_seconds", "call latency incl. retries",
-                                         boundaries=[0.1, 0.5, 1, 2, 5, 10, 30, 60, 120],
-                                         tag_keys=("provider", "worker"))
+        self.metrics = Families("conductor_pool", run=run_name, provider=provider.id)
+        self.rate_limited = 0
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-        tags = {"provider": self.client.spec.id, "worker": worker_id}
         try:
             result = await self.client.chat(worker_id, messages, params)
         except WorkerCallError as exc:
-            self.calls.inc(tags={**tags, "outcome": exc.kind})
-            if exc.retries:
-                self.retries.inc(exc.retries, tags=tags)
+            self.metrics.inc("conductor_pool_calls_total", worker=worker_id, outcome=exc.kind)
+            self.metrics.inc("conductor_pool_retries_total", exc.retries, worker=worker_id)
+            self._provider_state()
             return {"error": {"worker_id": exc.worker_id, "kind": exc.kind, "message": exc.message,
                               "retries": exc.retries}}
-        self.calls.inc(tags={**tags, "outcome": "ok"})
-        self.tokens.inc(result.prompt_tokens, tags={**tags, "kind": "prompt"})
-        self.tokens.inc(result.completion_tokens, tags={**tags, "kind": "completion"})
-        if result.cost_usd:
-            self.cost.inc(result.cost_usd, tags=tags)
-        if result.retries:
-            self.retries.inc(result.retries, tags=tags)
-        self.latency.observe(result.latency_s, tags=tags)
+        self.metrics.inc("conductor_pool_calls_total", worker=worker_id, outcome="ok")
+        self.metrics.inc("conductor_pool_tokens_total", result.prompt_tokens, worker=worker_id, kind="prompt")
+        self.metrics.inc("conductor_pool_tokens_total", result.completion_tokens, worker=worker_id, kind="completion")
+        self.metrics.inc("conductor_pool_cost_usd_total", result.cost_usd, worker=worker_id)
+        self.metrics.inc("conductor_pool_retries_total", result.retries, worker=worker_id)
+        self.metrics.observe("conductor_pool_latency_seconds", result.latency_s, worker=worker_id)
+        self._provider_state()
         return {"result": result}
+
+    def _provider_state(self) -> None:
+        """429s since the last call, the breaker's state and the limit in force."""
+        limits, rate_limited = self.client.limits, self.client.stats["rate_limited"]
+        self.metrics.inc("conductor_pool_rate_limited_total", rate_limited - self.rate_limited)
+        self.rate_limited = rate_limited
+        self.metrics.set("conductor_pool_cooling_down", float(limits.paused_until > time.monotonic()))
+        if limits.rpm is not None:
+            self.metrics.set("conductor_pool_rpm_limit", limits.rpm)
 
     def stats(self) -> dict[str, Any]:
         return self.client.snapshot()
@@ -83,14 +83,15 @@ class RayPool:
     actor is owned by the process that created it and dies with it: create the pool in the driver
     first, so the actors outlive any rollout actor that attaches to them."""
 
-    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None):
+    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None, run_name: str = ""):
         routes = config.routes()
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
         self.deadlines = {spec.id: spec.deadline_s for spec in config.providers}
         self.actors = {}
         for spec in config.providers:
             workers = routes[spec.id]
-            actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True).remote(spec, workers, seed)
+            actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True).remote(spec, workers, seed,
+                                                                                             run_name)
             running = ray.get(actor.spec.remote())
             if running != (spec, sorted(workers, key=lambda w: w.id)):
                 raise ValueError(f"a WorkerPool actor for provider {spec.id!r} already runs in this Ray namespace "

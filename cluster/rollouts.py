@@ -68,8 +68,8 @@ def run(config: Config, console: Console) -> dict[str, float]:
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
         engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine),
-                                storage_options=config.output.storage_options)
-        pool = RayPool(config.pool, seed=config.seed)  # owned (and held) here: outlives any rollout actor
+                                storage_options=config.output.storage_options, run_name=config.run_name)
+        pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)  # held here: outlives rollout actors
         feed = RolloutFeed([RolloutActor.remote(config, model, engines, store_path, config.seed + i)
                             for i in range(config.rollout.actors)])
         requests = [RolloutRequest(f"rollouts-{uuid.uuid4().hex[:8]}-{i}",

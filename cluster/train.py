@@ -119,8 +119,9 @@ class GrpoRecipe:
         self.store_path, store_options = config.store()
         self.store = ReplayStore(self.store_path, storage_options=store_options or None)
         self.engines = start_engines(self.policy, config.engine, config.seed, engine_placement_group(config.engine),
-                                     storage_options=config.output.storage_options)
-        self.pool = RayPool(config.pool, seed=config.seed)  # owned (and held) here: outlives any rollout actor
+                                     storage_options=config.output.storage_options, run_name=config.run_name)
+        # Owned (and held) here, so the pool actors outlive any rollout actor.
+        self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
@@ -153,7 +154,8 @@ class GrpoRecipe:
 
         sequences = self.config.train.questions_per_step * self.config.rollout.group_size
         learners = LearnerGroup(self.policy, self.learner_config, self.config.train.steps, sequences,
-                                seed=self.config.seed, storage_options=self.config.output.storage_options)
+                                seed=self.config.seed, storage_options=self.config.output.storage_options,
+                                run_name=self.config.run_name)
         self.sync = WeightSync(learners, self.engines, self.learner_config.weight_sync)
         return learners
 
@@ -202,14 +204,14 @@ class GrpoRecipe:
 
         timings: dict[str, float] = {}
         step_start = time.perf_counter()
-        with Timer("rollout", timings):
+        with Timer("rollout", timings), self.metrics.phase("generate"):
             collected = self.collector.collect(lambda: self.state.version)
         learner_version, groups = self.state.version, collected.groups
         records = [record for group in groups for record in group]
         try:
-            with Timer("train", timings):
+            with Timer("train", timings), self.metrics.phase("train"):
                 learner_stats, batch_stats = self.learners.train_step(records)
-            with Timer("sync", timings):
+            with Timer("sync", timings), self.metrics.phase("sync"):
                 self._publish(step_done=True)
         except LearnerGroupFailed as exc:
             self.staleness.discard(self.config.train.questions_per_step)  # refill extras were discarded already
@@ -229,6 +231,7 @@ class GrpoRecipe:
         """Engines that came back from a restart get the current weights; restarts are counted."""
         from learner.learner_group import LearnerGroupFailed
 
+        self.metrics.queue(len(self.feed.running) + len(self.feed.retrying))
         for kind, count in self.watch.look().items():
             self._count(f"{kind}_restarts", count - self.seen.get(kind, 0))
             self.seen[kind] = count
@@ -290,7 +293,8 @@ class GrpoRecipe:
 
     def _validate(self) -> None:
         state = self.state
-        result = self.evaluate(list(self.splits.val))
+        with self.metrics.phase("eval"):
+            result = self.evaluate(list(self.splits.val))
         state.evals.append({"step": state.step, "val_accuracy": result.accuracy, "val_format_rate": result.format_rate})
         self.metrics.update({"val_accuracy": result.accuracy})
         better = result.accuracy > state.best_val
@@ -318,7 +322,8 @@ class GrpoRecipe:
         from learner.learner_group import LearnerGroupFailed
 
         try:
-            self.checkpoints.save(self.learners, self.state, tag)
+            with self.metrics.phase("checkpoint"):
+                self.checkpoints.save(self.learners, self.state, tag)
             publish_trained(self.out)
             return True
         except LearnerGroupFailed as exc:
@@ -340,6 +345,7 @@ class GrpoRecipe:
     def _count(self, key: str, amount: int = 1) -> None:
         if amount:
             self.state.faults[key] = self.state.faults.get(key, 0) + amount
+            self.metrics.fault(key, amount)
 
     # -- finish -----------------------------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ LOG_FIELDS = (  # (key, label, format)
     ("loss", "loss", "{:+.4f}"), ("grad_norm", "gnorm", "{:.3f}"), ("lr", "lr", "{:.1e}"),
     ("rollout_s", "rollout", "{:.1f}s"), ("train_s", "train", "{:.1f}s"), ("sync_s", "sync", "{:.2f}s"),
 )
-GAUGES = ("mean_reward", "accuracy", "format_rate", "steps_per_workflow", "cost_usd_per_rollout", "step_s")
 
 
 def log_line(row: dict[str, Any]) -> str:
@@ -51,19 +50,28 @@ def progress_bar(console: Console, total: int, completed: int) -> Iterator[StepP
 
 
 class DashboardMetrics:
-    """Gauges on the Ray dashboard / Prometheus endpoint (``ray_conductor_train_*``)."""
+    """The driver's metrics on the Ray dashboard / Prometheus endpoint (``ray_conductor_train_*``, defined
+    in actors/metrics.py): the last step's figures, the phase, staleness, queue depth and faults."""
 
     def __init__(self, run_name: str):
-        from ray.util import metrics
+        from conductor.metrics import DRIVER_GAUGES, Families, PhaseGauge
 
-        self.tags = {"run": run_name}
-        self.gauges = {key: metrics.Gauge(f"conductor_train_{key}", f"training: {key} of the last step",
-                                          tag_keys=("run",)) for key in GAUGES + ("val_accuracy", "policy_version")}
+        self.families = Families("conductor_train", run=run_name)
+        self.keys = DRIVER_GAUGES
+        self.phase = PhaseGauge(self.families)
 
     def update(self, values: dict[str, Any]) -> None:
-        for key, gauge in self.gauges.items():
+        for key in self.keys:
             if key in values:
-                gauge.set(float(values[key]), tags=self.tags)
+                self.families.set(f"conductor_train_{key}", values[key])
+        if "max_lag" in values:
+            self.families.set("conductor_train_staleness", values["max_lag"])
+
+    def queue(self, depth: int) -> None:
+        self.families.set("conductor_train_queue_depth", depth)
+
+    def fault(self, kind: str, count: int) -> None:
+        self.families.inc("conductor_train_faults_total", count, kind=kind)
 
 
 def results_table(summary: dict[str, Any]) -> Table:

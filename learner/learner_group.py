@@ -46,7 +46,8 @@ def accumulation_steps(config: LearnerConfig, sequences_per_step: int) -> int:
 
 class LearnerGroup:
     def __init__(self, model_path: str, config: LearnerConfig, total_steps: int, sequences_per_step: int,
-                 seed: int = 0, timeout_s: float = 600.0, storage_options: Optional[dict[str, Any]] = None):
+                 seed: int = 0, timeout_s: float = 600.0, storage_options: Optional[dict[str, Any]] = None,
+                 run_name: str = ""):
         from learner.learner_rank import LearnerRank
 
         self.config, self.timeout_s = config, timeout_s
@@ -63,7 +64,7 @@ class LearnerGroup:
             LearnerRank.options(
                 num_cpus=config.num_cpus_per_rank, num_gpus=config.num_gpus_per_rank,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank),
-            ).remote(rank, config.ranks, config, storage_options)
+            ).remote(rank, config.ranks, config, storage_options, run_name)
             for rank in range(config.ranks)]
         try:  # the process group meets at rank 0's node (any node of a multi-node cluster), on a port free there
             master = self.wait([self.ranks[0].rendezvous_address.remote()])[0]
@@ -102,7 +103,9 @@ class LearnerGroup:
         per_rank = [split(share, self.config.mini_batches) for share in shard(sequences, self.config.ranks)]
         normalisers = [sum(_count(per_rank[r][m], self.config.aggregation) for r in range(self.config.ranks))
                        for m in range(self.config.mini_batches)]
-        results = self.wait([rank.train_step.remote(per_rank[r], normalisers) for r, rank in enumerate(self.ranks)])
+        tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in sequences)
+        results = self.wait([rank.train_step.remote(per_rank[r], normalisers, tokens)
+                             for r, rank in enumerate(self.ranks)])
         return LearnerStats.merge(results), stats
 
     def logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:

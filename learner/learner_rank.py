@@ -27,6 +27,7 @@ import ray
 import torch
 
 from conductor.config import LearnerConfig
+from conductor.metrics import Families
 from conductor.run_output import RunOutput, local_copy
 from conductor.timer import Timer
 from learner.grpo import GrpoSettings, policy_loss
@@ -74,11 +75,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
 @ray.remote
 class LearnerRank:
     def __init__(self, rank: int, world_size: int, config: LearnerConfig,
-                 storage_options: Optional[dict[str, Any]] = None):
+                 storage_options: Optional[dict[str, Any]] = None, run_name: str = ""):
         """Placed but not started: ``setup`` joins the process group at rank 0's address, which is only
         known once rank 0 has a node (``LearnerGroup``)."""
         self.rank, self.world_size, self.config = rank, world_size, config
         self.storage_options = storage_options
+        self.metrics = Families("conductor_learner", run=run_name) if rank == 0 else None
 
     def setup(self, master: tuple[str, int], model_path: str, total_steps: int, accumulation_steps: int,
               seed: int = 0) -> int:
@@ -150,9 +152,10 @@ class LearnerRank:
         logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
         return token_logprobs(logits, batch.input_ids)
 
-    def train_step(self, mini_batches: list[list[TrainSequence]], normalisers: list[float]) -> LearnerStats:
+    def train_step(self, mini_batches: list[list[TrainSequence]], normalisers: list[float],
+                   batch_tokens: int = 0) -> LearnerStats:
         """One training step: an optimizer step per mini-batch. ``normalisers[m]`` is mini-batch m's
-        token (or sequence) count over all ranks."""
+        token (or sequence) count over all ranks; ``batch_tokens`` the whole batch's (for tokens/s)."""
         timings: dict[str, float] = {}
         self.engine.train()
         with Timer("collate", timings):
@@ -186,8 +189,15 @@ class LearnerRank:
         self.steps_done += 1
         for key in ("clip_fraction", "mean_ratio", "kl"):
             totals[key] /= max(1, micro_count)
-        return LearnerStats(**totals, grad_norm=float(self.engine.get_global_grad_norm() or 0.0),
-                            lr=float(self.scheduler.get_last_lr()[0]), timings=timings)
+        stats = LearnerStats(**totals, grad_norm=float(self.engine.get_global_grad_norm() or 0.0),
+                             lr=float(self.scheduler.get_last_lr()[0]), timings=timings)
+        if self.metrics is not None:
+            seconds = sum(timings.values())
+            self.metrics.set("conductor_learner_step_seconds", seconds)
+            self.metrics.set("conductor_learner_grad_norm", stats.grad_norm)
+            self.metrics.set("conductor_learner_tokens_per_second", batch_tokens / max(seconds, 1e-9))
+            self.metrics.inc("conductor_learner_steps_total", len(mini_batches))
+        return stats
 
     def logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The current policy's logprobs of ``completion_ids`` after ``prompt_ids`` (tests, diagnostics)."""
