@@ -1,0 +1,139 @@
+"""The project as a user runs it on a cluster: a Ray head started with `ray start` (loopback), training
+submitted with `ray job submit` and the project's runtime env, outputs on S3 (SeaweedFS), metrics scraped
+from the head's Prometheus export port while the job runs; then a second job resumes from the first one's
+checkpoint on S3."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import s3fs
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
+RAY = str(Path(sys.executable).with_name("ray"))
+SMALL = ["sft.steps=30", "simulator.toy_items_per_domain=10", "train.val_questions=6", "train.heldout_questions=6",
+         "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2", "learner.checkpoint_every=2",
+         "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false", "simulator.latency_scale=0.5"]
+FAMILIES_SEEN = {  # one family per actor kind, the ones every run emits
+    "engine": "ray_conductor_engine_generated_tokens_total",
+    "rollout actor": "ray_conductor_rollouts_total",
+    "pool": "ray_conductor_pool_calls_total",
+    "learner": "ray_conductor_learner_step_seconds",
+    "driver": "ray_conductor_train_phase",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Head:
+    """`ray start --head` on loopback with the project's environment on PATH; stopped by killing the
+    processes of its own temp dir (``ray stop`` would kill every Ray on the machine)."""
+
+    def __init__(self, env: dict):
+        self.temp = tempfile.mkdtemp(prefix="rayh-", dir="/tmp")  # short: socket paths have a length limit
+        self.dashboard, self.metrics, self.gcs = free_port(), free_port(), free_port()
+        self.address = f"http://127.0.0.1:{self.dashboard}"
+        self.env = env
+        subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs}", "--num-cpus=2",
+                        "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard}",
+                        f"--metrics-export-port={self.metrics}", "--disable-usage-stats", f"--temp-dir={self.temp}"],
+                       env=env, check=True, capture_output=True, timeout=120)
+
+    def ray(self, *args: str, timeout: float = 120) -> str:
+        done = subprocess.run([RAY, *args, "--address", self.address], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        return done.stdout
+
+    def scrape(self) -> set[str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics", timeout=5) as response:
+                text = response.read().decode()
+        except OSError:
+            return set()
+        return set(re.findall(r"^(ray_conductor_[a-z_]+?)(?:_bucket|_sum|_count)?[{ ]", text, re.M))
+
+    def stop(self) -> None:
+        found = subprocess.run(["pgrep", "-f", self.temp], capture_output=True, text=True).stdout.split()
+        for pid in found:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout_s: float = 900) -> tuple[str, set]:
+    job = f"conductor-test-{uuid.uuid4().hex[:8]}"
+    args = ["job", "submit", "--no-wait", "--submission-id", job, "--working-dir", ".",
+            "--runtime-env", str(runtime_env), "--", "python", "-m", "cluster.train",
+            "--config", "configs/train-toy.yaml"]
+    for override in overrides:
+        args += ["--set", override]
+    head.ray(*args)
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        seen |= head.scrape()
+        status = head.ray("job", "status", job)
+        if re.search(r"\b(SUCCEEDED|FAILED|STOPPED)\b", status):
+            break
+        time.sleep(5)
+    logs = head.ray("job", "logs", job)
+    assert "SUCCEEDED" in status, f"{status}\n{logs[-4000:]}"
+    return logs, seen
+
+
+def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, tmp_path):
+    bucket, run = "jobs", f"job-{uuid.uuid4().hex[:6]}"
+    fs = s3fs.S3FileSystem(**s3_server.storage_options)
+    fs.mkdirs(bucket, exist_ok=True)
+    # The job's credentials and endpoint travel as its runtime env, as KubeRay pods carry them in theirs.
+    runtime_env = tmp_path / "runtime_env.yaml"
+    import yaml
+
+    spec = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
+    spec["env_vars"].update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
+                            AWS_ENDPOINT_URL_S3=s3_server.endpoint)
+    runtime_env.write_text(yaml.safe_dump(spec))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", RAY_AUTH_MODE="token",
+               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0")
+    env.pop("RAY_ADDRESS", None)
+    head = Head(env)
+    try:
+        common = [*SMALL, f"run_name={run}", f"output.dir=s3://{bucket}/runs"]
+        logs, seen = submit_and_wait(head, [*common, "train.steps=2"], runtime_env)
+        assert f"outputs: s3://{bucket}/runs/{run}" in logs
+        missing = {kind: name for kind, name in FAMILIES_SEEN.items() if name not in seen}
+        assert not missing, f"not scraped from the head during the job: {missing}; seen {sorted(seen)}"
+
+        root = f"{bucket}/runs/{run}"
+        summary = json.loads(fs.cat(f"{root}/summary.json"))
+        assert summary["steps"] == 2 and summary["policy_dir"] == f"s3://{root}/policy"
+        assert json.loads(fs.cat(f"{root}/checkpoints/latest.json")) == {"tag": "step-2"}
+        assert fs.exists(f"{root}/checkpoints/step-2/trainer_state.json") and fs.exists(f"{root}/policy/config.json")
+        assert fs.glob(f"{root}/rollouts/policy_version=*/batch-*.parquet")
+        assert not (REPO / "runs" / run).exists()  # nothing written into the working dir
+
+        logs, _ = submit_and_wait(head, [*common, "train.steps=3", "train.resume=true"], runtime_env)
+        assert "resumed from step-2 (step 2" in logs
+        assert json.loads(fs.cat(f"{root}/summary.json"))["steps"] == 3
+        assert json.loads(fs.cat(f"{root}/checkpoints/latest.json")) == {"tag": "step-3"}
+    finally:
+        head.stop()
