@@ -232,7 +232,12 @@ def test_the_entrypoint_config_exists_and_loads():
     assert config_path.is_file() and config_path.name == "train-gpu.yaml"
     assert config.engine.num_gpus == 1 and config.learner.num_gpus_per_rank == 1 and config.learner.ranks == 2
     assert config.learner.zero_stage in (2, 3) and config.learner.weight_sync == "collective"
-    assert config.rollout.store_path.startswith("s3://")
+    # Pods share nothing but S3: every output of the run (checkpoints each learner rank uploads, the policy,
+    # summary.json, the replay store by default) goes under output.dir, with endpoint and keys from the
+    # pods' environment, which s3fs reads only when the config passes no storage options.
+    assert config.output.dir.startswith("s3://"), "pods have no shared volume: output.dir must be s3://"
+    assert config.store()[0].startswith(config.output.dir.rstrip("/") + "/"), config.store()
+    assert config.output.storage_options == {} and config.store()[1] == {}, "keys and endpoint come from env"
     assert job()["spec"]["entrypoint"] in (K8S / "README.md").read_text(), "k8s/README.md shows another command"
 
 
@@ -297,7 +302,7 @@ def test_every_ray_pod_gets_the_keys_the_config_names_from_secrets(manifest):
     config_maps = {d["metadata"]["name"] for _, _, d in DOCUMENTS if d["kind"] == "ConfigMap"}
     claims = {d["metadata"]["name"] for _, _, d in DOCUMENTS if d["kind"] == "PersistentVolumeClaim"}
     wanted = {p.api_key_env for p in config.pool.providers if p.api_key_env}
-    if config.rollout.store_path.startswith("s3://"):
+    if any(path.startswith("s3://") for path in (config.output.dir, config.store()[0])):
         wanted |= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
     doc = next(doc for name, _, doc in DOCUMENTS if name == manifest and doc["kind"] in CRD_FILES)
     for where, template in pod_templates(doc):
