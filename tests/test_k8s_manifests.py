@@ -1,7 +1,7 @@
 """The KubeRay deployment in k8s/, checked offline (no cluster, no Ray, no network): every manifest
 validates (Ray kinds against the KubeRay CRDs in ../shared/k8s-crds, core kinds and pod templates with
 kubernetes-validate), a broken copy of each fails naming the broken field, and the manifests agree with
-the training config they run (placement, entrypoint, keys)."""
+the training config they run (placement, entrypoint, keys, outputs on S3 rather than a shared volume)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ K8S = REPO / "k8s"
 CRDS = Path(__file__).parents[1].parent / "shared" / "k8s-crds"
 K8S_VERSION = "1.37"  # the newest schema kubernetes-validate 1.37.0 ships
 TRAIN_JOB = "rayjob-train.yaml"
+S3_ENDPOINT = "s3-endpoint.yaml"
 
 
 def load(name: str) -> list[dict]:
@@ -90,7 +91,7 @@ def all_errors(doc: dict) -> list[str]:
 def test_the_deployment_has_the_expected_documents():
     kinds = {(name, doc["kind"]) for name, _, doc in DOCUMENTS}
     assert {(TRAIN_JOB, "RayJob"), ("raycluster.yaml", "RayCluster"), ("secrets.example.yaml", "Secret"),
-            ("storage.yaml", "ConfigMap"), ("storage.yaml", "PersistentVolumeClaim")} <= kinds
+            (S3_ENDPOINT, "ConfigMap")} <= kinds
     assert (K8S / "Dockerfile").is_file() and (REPO / ".dockerignore").is_file()
 
 
@@ -163,10 +164,13 @@ BROKEN = {
                                   "stringData.OPENAI_API_KEY"),
     "secret-misspelled-string-data": ("secrets.example.yaml", 1, _rename(lambda d: d, "stringData", "stringdata"),
                                       "'stringdata' was unexpected"),
-    "configmap-value-not-a-string": ("storage.yaml", 0, _set(lambda d: d["data"], "AWS_DEFAULT_REGION", 1),
+    "configmap-value-not-a-string": (S3_ENDPOINT, 0, _set(lambda d: d["data"], "AWS_DEFAULT_REGION", 1),
                                      "data.AWS_DEFAULT_REGION"),
-    "pvc-access-modes-not-a-list": ("storage.yaml", 1, _set(lambda d: d["spec"], "accessModes", "ReadWriteMany"),
-                                    "spec.accessModes"),
+    # a list given as one item: a core list field inside a pod template (it was a PVC's accessModes)
+    "rayjob-tolerations-not-a-list": (TRAIN_JOB, 0,
+                                      _set(lambda d: _gpu_group(d)["template"]["spec"], "tolerations",
+                                           {"key": "nvidia.com/gpu", "operator": "Exists"}),
+                                      "spec.rayClusterSpec.workerGroupSpecs[1].template.spec.tolerations"),
 }
 
 
@@ -232,7 +236,12 @@ def test_the_entrypoint_config_exists_and_loads():
     assert config_path.is_file() and config_path.name == "train-gpu.yaml"
     assert config.engine.num_gpus == 1 and config.learner.num_gpus_per_rank == 1 and config.learner.ranks == 2
     assert config.learner.zero_stage in (2, 3) and config.learner.weight_sync == "collective"
-    assert config.rollout.store_path.startswith("s3://")
+    # Pods share nothing but S3: every output of the run (checkpoints each learner rank uploads, the policy,
+    # summary.json, the replay store by default) goes under output.dir, with endpoint and keys from the
+    # pods' environment, which s3fs reads only when the config passes no storage options.
+    assert config.output.dir.startswith("s3://"), "pods have no shared volume: output.dir must be s3://"
+    assert config.store()[0].startswith(config.output.dir.rstrip("/") + "/"), config.store()
+    assert config.output.storage_options == {} and config.store()[1] == {}, "keys and endpoint come from env"
     assert job()["spec"]["entrypoint"] in (K8S / "README.md").read_text(), "k8s/README.md shows another command"
 
 
@@ -250,7 +259,7 @@ def fit(bundles: list[dict[str, float]], pods: list[dict[str, float]]) -> list[d
 
 
 @pytest.mark.parametrize("manifest", [TRAIN_JOB, "raycluster.yaml"])
-def test_the_gpu_group_holds_exactly_the_training_placement(manifest):
+def test_the_gpu_group_holds_the_training_placement(manifest):
     from cluster.placement import engine_bundles
     from learner.learner_group import learner_bundles
 
@@ -261,17 +270,51 @@ def test_the_gpu_group_holds_exactly_the_training_placement(manifest):
     container = gpu["template"]["spec"]["containers"][0]["resources"]
     assert quantity(container["limits"]["nvidia.com/gpu"]) == pod["GPU"], "nvidia.com/gpu limit != Ray num-gpus"
     assert quantity(container["requests"]["cpu"]) >= pod["CPU"], "Ray would count CPUs the pod did not request"
-    engines, learners = engine_bundles(config.engine), learner_bundles(config.learner)
-    # the learner ranks rendezvous at 127.0.0.1 (learner/learner_rank.py): they must fit in one pod
-    assert fit(learners, [pod]) == [], f"learner ranks {learners} do not fit one GPU pod {pod}"
-    pods = [pod] * (gpu["replicas"] if manifest == TRAIN_JOB else 1)
-    assert fit(engines + learners, pods) == [], f"{engines + learners} do not fit {pods}"
+    bundles = engine_bundles(config.engine) + learner_bundles(config.learner)
+    # A bundle sits whole on one Ray node (pod); the bundles of a group may spread over pods (the test
+    # below), the learner ranks meeting at rank 0's pod address.
+    too_big = [bundle for bundle in bundles if fit([bundle], [pod])]
+    assert not too_big, f"bundles {too_big} do not fit one GPU pod {pod}"
+    # The pods the group starts with hold every bundle at once: the driver waits only 120 s for its
+    # engines (cluster/placement.py), less than the autoscaler takes to bring a GPU node from zero.
+    pods = [pod] * gpu["replicas"]
+    assert fit(bundles, pods) == [], f"{bundles} do not fit {pods}"
     if manifest == TRAIN_JOB:  # exactly: nothing of the GPU pods is left for actors that do not need a GPU
         for resource in ("CPU", "GPU"):
-            placed, offered = sum(b.get(resource, 0) for b in engines + learners), sum(p[resource] for p in pods)
+            placed, offered = sum(b.get(resource, 0) for b in bundles), sum(p[resource] for p in pods)
             assert placed == offered, f"the config places {placed:g} {resource}, the gpu group offers {offered:g}"
+        assert gpu["minReplicas"] == gpu["replicas"] == gpu["maxReplicas"], "a RayJob's cluster does not scale"
     else:
-        assert gpu["minReplicas"] <= gpu["replicas"] <= gpu["maxReplicas"] and gpu["maxReplicas"] >= 1
+        assert gpu["minReplicas"] <= gpu["replicas"] <= gpu["maxReplicas"]
+
+
+class _Placed(Exception):
+    """Raised by a stand-in placement_group once it has seen the strategy asked for."""
+
+
+def test_the_placement_groups_may_spread_over_pods(monkeypatch):
+    """The GPU group is several pods, so neither placement group may insist on one node (STRICT_PACK) or
+    one node per bundle (STRICT_SPREAD): either would wait forever for a pod that is not there."""
+    import cluster.placement
+    import learner.learner_group
+
+    _, config = entrypoint_config()
+    strategies: dict[str, str] = {}
+
+    def stand_in(group: str) -> Callable[..., Any]:
+        def placement_group(bundles: list, strategy: str = "PACK", **_: Any) -> Any:
+            strategies[group] = strategy
+            raise _Placed
+        return placement_group
+
+    monkeypatch.setattr(cluster.placement, "placement_group", stand_in("engines"))
+    monkeypatch.setattr(learner.learner_group, "placement_group", stand_in("learners"))
+    with pytest.raises(_Placed):
+        cluster.placement.engine_placement_group(config.engine)
+    with pytest.raises(_Placed):
+        learner.learner_group.LearnerGroup("unused", config.learner, total_steps=1, sequences_per_step=1)
+    assert set(strategies) == {"engines", "learners"}
+    assert all(strategy in ("PACK", "SPREAD") for strategy in strategies.values()), strategies
 
 
 def test_the_cpu_group_holds_the_rollout_actors_and_the_head_none():
@@ -294,10 +337,9 @@ def test_every_ray_pod_gets_the_keys_the_config_names_from_secrets(manifest):
     _, config = entrypoint_config()
     secrets = {(d["metadata"]["name"], key) for _, _, d in DOCUMENTS if d["kind"] == "Secret"
                for key in d["stringData"]}
-    config_maps = {d["metadata"]["name"] for _, _, d in DOCUMENTS if d["kind"] == "ConfigMap"}
-    claims = {d["metadata"]["name"] for _, _, d in DOCUMENTS if d["kind"] == "PersistentVolumeClaim"}
+    config_maps = {d["metadata"]["name"]: d["data"] for _, _, d in DOCUMENTS if d["kind"] == "ConfigMap"}
     wanted = {p.api_key_env for p in config.pool.providers if p.api_key_env}
-    if config.rollout.store_path.startswith("s3://"):
+    if any(path.startswith("s3://") for path in (config.output.dir, config.store()[0])):
         wanted |= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
     doc = next(doc for name, _, doc in DOCUMENTS if name == manifest and doc["kind"] in CRD_FILES)
     for where, template in pod_templates(doc):
@@ -307,12 +349,44 @@ def test_every_ray_pod_gets_the_keys_the_config_names_from_secrets(manifest):
             ref = env.get(name, {}).get("valueFrom", {}).get("secretKeyRef")
             assert ref, f"{where}: {name} is not set from a Secret"
             assert (ref["name"], ref["key"]) in secrets, f"{where}: {name} names a Secret key not in the examples"
-        assert {ref["configMapRef"]["name"] for ref in container.get("envFrom", [])} <= config_maps
+        from_config_maps = {ref["configMapRef"]["name"] for ref in container.get("envFrom", [])}
+        assert from_config_maps <= set(config_maps), f"{where}: envFrom names a ConfigMap not in k8s/"
+        if "AWS_ACCESS_KEY_ID" in wanted:  # every pod reads or writes S3: driver, learners, engines, actors
+            assert any("AWS_ENDPOINT_URL_S3" in config_maps[name] for name in from_config_maps), \
+                f"{where}: no AWS_ENDPOINT_URL_S3 from a ConfigMap"
         volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
         assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
-        assert {v["persistentVolumeClaim"]["claimName"] for v in volumes.values()
-                if "persistentVolumeClaim" in v} <= claims
-        assert container["workingDir"] == "/app", "runs/ and configs/ are relative to the image's /app"
+        shared = [name for name, volume in volumes.items() if "emptyDir" not in volume]
+        assert not shared, f"{where}: volumes {shared}: pods share nothing but S3 (output.dir)"
+        assert container["workingDir"] == "/app", "configs/ is relative to the image's /app"
+
+
+def test_s3_clients_take_the_endpoint_from_the_pods_environment(monkeypatch):
+    """What a pod gets from the ConfigMap and the Secret is what s3fs connects with, for the run's outputs
+    and the replay store alike. Builds the clients only: no request is sent."""
+    s3fs = pytest.importorskip("s3fs")
+    import fsspec
+
+    from conductor.run_output import RunOutput
+
+    _, config = entrypoint_config()
+    endpoint = next(doc["data"] for _, _, doc in DOCUMENTS
+                    if doc["kind"] == "ConfigMap" and "AWS_ENDPOINT_URL_S3" in doc["data"])
+    for name, value in {**endpoint, "AWS_ACCESS_KEY_ID": "placeholder", "AWS_SECRET_ACCESS_KEY": "placeholder"}.items():
+        monkeypatch.setenv(name, value)
+    s3fs.S3FileSystem.clear_instance_cache()  # instances are cached by arguments, not by environment
+    try:
+        out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
+        store_path, store_options = config.store()
+        assert out.path("checkpoints") == f"s3://conductor-runs/{config.run_name}/checkpoints"
+        assert store_path == out.path("rollouts")
+        # the store's filesystem as conductor/replay_store.py builds it (ReplayStore itself would create the prefix)
+        for fs in (out.fs, fsspec.core.url_to_fs(store_path, **store_options)[0]):
+            fs.connect()
+            assert (fs.s3.meta.endpoint_url, fs.s3.meta.region_name) == (endpoint["AWS_ENDPOINT_URL_S3"],
+                                                                       endpoint["AWS_DEFAULT_REGION"])
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
 
 
 def test_example_secrets_hold_placeholders_only():
