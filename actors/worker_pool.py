@@ -7,14 +7,21 @@ plain data and are raised again here as ``WorkerCallError``. A pool actor that d
 ``deadline_s``; the restarted actor first waits out one rate window, since it cannot see what its
 predecessor sent. Past the deadline (or past its restarts) a call becomes
 ``WorkerCallError(kind="actor_unavailable")``: an infrastructure error, never a wrong answer.
+
+Pool actors ask for no CPU, and Ray places an actor that asks for nothing on a random node. A provider
+on a loopback address (the simulator the driver serves on 127.0.0.1) is reachable only from the node
+that serves it, so its actor is pinned to the node of the process that creates it (the driver).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import time
+from collections.abc import Callable
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 import ray
 
@@ -78,6 +85,26 @@ def actor_name(provider_id: str) -> str:
     return f"{ACTOR_PREFIX}:{provider_id}"
 
 
+def is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def placement_options(provider: ProviderSpec, node_id: Callable[[], str]) -> dict[str, Any]:
+    """The actor's scheduling: on ``node_id()`` (the creator's node) when the provider is on loopback,
+    since from any other node its address names another machine; anywhere otherwise."""
+    if not is_loopback(provider.base_url):
+        return {}
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id(), soft=False)}
+
+
 class RayPool:
     """Routes each worker to its provider's actor; creates the actors or attaches to existing ones. An
     actor is owned by the process that created it and dies with it: create the pool in the driver
@@ -90,8 +117,9 @@ class RayPool:
         self.actors = {}
         for spec in config.providers:
             workers = routes[spec.id]
-            actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True).remote(spec, workers, seed,
-                                                                                             run_name)
+            where = placement_options(spec, lambda: ray.get_runtime_context().get_node_id())
+            actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True,
+                                            **where).remote(spec, workers, seed, run_name)
             running = ray.get(actor.spec.remote())
             if running != (spec, sorted(workers, key=lambda w: w.id)):
                 raise ValueError(f"a WorkerPool actor for provider {spec.id!r} already runs in this Ray namespace "

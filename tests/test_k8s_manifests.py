@@ -395,3 +395,24 @@ def test_example_secrets_hold_placeholders_only():
             assert "data" not in doc, "base64 data hides what it holds: use stringData placeholders"
             for key, value in doc["stringData"].items():
                 assert value.startswith("PLACEHOLDER"), f"{doc['metadata']['name']}.{key} is not a placeholder"
+
+
+def test_pool_actors_of_a_loopback_provider_stay_on_the_drivers_node():
+    """The simulated pool is served by the driver on 127.0.0.1; a 0-CPU pool actor would otherwise go to
+    a random node (Ray places actors that ask for nothing anywhere), where that address is another pod.
+    Builds the actor options only: no Ray is started."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from actors.worker_pool import WorkerPoolActor, placement_options
+    from conductor.simulator.presets import load_preset, simulated_pool_config
+
+    config = load_config(REPO / "configs" / "train-toy.yaml", ["simulator.toy_items_per_domain=10"])
+    # the pool the driver builds for the simulator it serves (cluster/train.py)
+    [sim] = simulated_pool_config(load_preset(config.simulator), f"http://{config.simulator.host}:8300/v1").providers
+    node = "ab" * 28
+    options = placement_options(sim, lambda: node)
+    strategy = options["scheduling_strategy"]
+    assert isinstance(strategy, NodeAffinitySchedulingStrategy) and (strategy.node_id, strategy.soft) == (node, False)
+    WorkerPoolActor.options(name="x", get_if_exists=True, **options)  # Ray accepts the options
+    _, real = entrypoint_config()
+    assert real.pool.providers and all(placement_options(p, lambda: node) == {} for p in real.pool.providers)
