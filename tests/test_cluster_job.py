@@ -1,11 +1,15 @@
 """The project as a user runs it on a cluster: a Ray head started with `ray start` (loopback), training
 submitted with `ray job submit` and the project's runtime env, outputs on S3 (SeaweedFS), metrics scraped
 from the head's Prometheus export port while the job runs; then a second job resumes from the first one's
-checkpoint on S3."""
+checkpoint on S3. The command both jobs run is the entrypoint of k8s/rayjob-toy.yaml, read from the
+manifest, so the command KubeRay submits is known to work; the test only appends `--set` overrides
+(later ones win) that make the run small and point output.dir at its own S3 server, and
+`train.resume=true` for the second job."""
 
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -19,10 +23,12 @@ from pathlib import Path
 
 import pytest
 import s3fs
+import yaml
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
+TOY_JOB = REPO / "k8s" / "rayjob-toy.yaml"  # the RayJob whose entrypoint the jobs run
 SMALL = ["sft.steps=30", "simulator.toy_items_per_domain=10", "train.val_questions=6", "train.heldout_questions=6",
          "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2", "learner.checkpoint_every=2",
          "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false", "simulator.latency_scale=0.5"]
@@ -79,11 +85,18 @@ class Head:
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
+def manifest_command() -> list[str]:
+    """The toy RayJob's entrypoint, split as a shell would: the command KubeRay submits."""
+    command = shlex.split(yaml.safe_load(TOY_JOB.read_text())["spec"]["entrypoint"])
+    assert command[:3] == ["python", "-m", "cluster.train"], command
+    return command
+
+
 def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout_s: float = 900) -> tuple[str, set]:
+    """The manifest's command, then ``--set`` for each override (later on the command line wins)."""
     job = f"conductor-test-{uuid.uuid4().hex[:8]}"
     args = ["job", "submit", "--no-wait", "--submission-id", job, "--working-dir", ".",
-            "--runtime-env", str(runtime_env), "--", "python", "-m", "cluster.train",
-            "--config", "configs/train-toy.yaml"]
+            "--runtime-env", str(runtime_env), "--", *manifest_command()]
     for override in overrides:
         args += ["--set", override]
     head.ray(*args)
@@ -106,8 +119,6 @@ def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, 
     fs.mkdirs(bucket, exist_ok=True)
     # The job's credentials and endpoint travel as its runtime env, as KubeRay pods carry them in theirs.
     runtime_env = tmp_path / "runtime_env.yaml"
-    import yaml
-
     spec = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
     spec["env_vars"].update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
                             AWS_ENDPOINT_URL_S3=s3_server.endpoint)
@@ -117,6 +128,7 @@ def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, 
     env.pop("RAY_ADDRESS", None)
     head = Head(env)
     try:
+        # Small, isolated (its own run_name) and on the test's bucket: overrides of the manifest's output.dir.
         common = [*SMALL, f"run_name={run}", f"output.dir=s3://{bucket}/runs"]
         logs, seen = submit_and_wait(head, [*common, "train.steps=2"], runtime_env)
         assert f"outputs: s3://{bucket}/runs/{run}" in logs

