@@ -61,11 +61,13 @@ class Head:
                         f"--metrics-export-port={self.metrics}", "--disable-usage-stats", f"--temp-dir={self.temp}"],
                        env=env, check=True, capture_output=True, timeout=120)
 
-    def ray(self, *args: str, timeout: float = 120) -> str:
-        done = subprocess.run([RAY, *args, "--address", self.address], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, cwd=REPO)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        return done.stdout
+    def job(self, command: str, *args: str, timeout: float = 120, check: bool = True) -> str:
+        """``ray job <command> --address <head> <args>`` (the address before ``--``, or the entrypoint would
+        get it); its stdout and stderr, where the CLI prints a job's status."""
+        done = subprocess.run([RAY, "job", command, "--address", self.address, *args], env=self.env,
+                              capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        assert done.returncode == 0 or not check, done.stdout[-2000:] + done.stderr[-3000:]
+        return done.stdout + done.stderr
 
     def scrape(self) -> set[str]:
         try:
@@ -95,21 +97,21 @@ def manifest_command() -> list[str]:
 def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout_s: float = 900) -> tuple[str, set]:
     """The manifest's command, then ``--set`` for each override (later on the command line wins)."""
     job = f"conductor-test-{uuid.uuid4().hex[:8]}"
-    args = ["job", "submit", "--no-wait", "--submission-id", job, "--working-dir", ".",
+    args = ["--no-wait", "--submission-id", job, "--working-dir", ".",
             "--runtime-env", str(runtime_env), "--", *manifest_command()]
     for override in overrides:
         args += ["--set", override]
-    head.ray(*args)
+    head.job("submit", *args)
     seen: set[str] = set()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         seen |= head.scrape()
-        status = head.ray("job", "status", job)
-        if re.search(r"\b(SUCCEEDED|FAILED|STOPPED)\b", status):
+        status = head.job("status", job, check=False)  # "Job '<id>' succeeded" (or failed, stopped)
+        if re.search(rf"Job '{job}' (succeeded|failed|stopped)", status, re.I):
             break
         time.sleep(5)
-    logs = head.ray("job", "logs", job)
-    assert "SUCCEEDED" in status, f"{status}\n{logs[-4000:]}"
+    logs = head.job("logs", job)
+    assert re.search(rf"Job '{job}' succeeded", status, re.I), f"{status[-2000:]}\n{logs[-4000:]}"
     return logs, seen
 
 
