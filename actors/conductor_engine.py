@@ -104,7 +104,7 @@ class ConductorEngine:
         outputs = iter(self.llm.generate(accepted, params, use_tqdm=False) if accepted else [])
         return [self._samples(next(outputs)) if ok else
                 [Sample(prompt_token_ids=list(p), token_ids=[], logprobs=[], text="", finish_reason=PROMPT_TOO_LONG,
-                        policy_version=self.version)] * n
+                        policy_version=self.version) for _ in range(n)]
                 for p, ok in zip(prompts, fits)]
 
     def _samples(self, out) -> list[Sample]:

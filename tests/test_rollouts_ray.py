@@ -63,17 +63,22 @@ def reference_logprobs(model, prompt, completion):
     return [logprobs[len(prompt) - 1 + i, token].item() for i, token in enumerate(completion)]
 
 
-def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_path):
+def rollout_actor(sim, engines, policy_dir, tmp_path, max_new_tokens, recursive_fraction):
+    """A RolloutActor on the simulated pool, the shared engines and a store under ``tmp_path``."""
     from actors.rollout_actor import RolloutActor
 
+    config = Config(pool=simulated_pool_config(sim.state.preset, sim.base_url))
+    config.prompt.num_fewshot = 0
+    config.rollout.max_new_tokens = max_new_tokens
+    config.rollout.recursive_fraction = recursive_fraction
+    return config, RolloutActor.remote(config, str(policy_dir), engines, str(tmp_path / "store"))
+
+
+def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).eval()
     with SimulatorServer(TOY) as sim:
-        config = Config(pool=simulated_pool_config(sim.state.preset, sim.base_url))
-        config.prompt.num_fewshot = 0
-        config.rollout.max_new_tokens = 64
-        config.rollout.recursive_fraction = 0.25
-        actor = RolloutActor.remote(config, str(policy_dir), engines, str(tmp_path / "store"))
+        config, actor = rollout_actor(sim, engines, policy_dir, tmp_path, max_new_tokens=64, recursive_fraction=0.25)
         tasks = tuple(sim.state.preset.tasks[:4])
         receipt = ray.get(actor.run.remote(RolloutRequest("b0", tasks, write=False, return_records=True)))
         again = ray.get(actor.run.remote(RolloutRequest("b1", tasks[:1])))
@@ -102,15 +107,10 @@ def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_pat
 
 
 def test_a_prompt_longer_than_the_engine_context_is_an_unscored_record_not_a_crash(engines, policy_dir, tmp_path):
-    from actors.rollout_actor import RolloutActor
     from learner.train_batch import build_sequences
 
     with SimulatorServer(TOY) as sim:
-        config = Config(pool=simulated_pool_config(sim.state.preset, sim.base_url))
-        config.prompt.num_fewshot = 0
-        config.rollout.max_new_tokens = 16
-        config.rollout.recursive_fraction = 0.0
-        actor = RolloutActor.remote(config, str(policy_dir), engines, str(tmp_path / "store"))
+        config, actor = rollout_actor(sim, engines, policy_dir, tmp_path, max_new_tokens=16, recursive_fraction=0.0)
         short = sim.state.preset.tasks[0]
         long = dataclasses.replace(short, id="toy/too-long", prompt=short.prompt + " and 7" * 1500)
         receipt = ray.get(actor.run.remote(RolloutRequest("b0", (short, long), write=False, return_records=True)))
