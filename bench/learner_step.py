@@ -79,7 +79,7 @@ def measure(policy: str, config, learner, steps: int) -> dict:
 def main() -> int:
     import ray
 
-    from conductor.config import load_config
+    from conductor.config_loader import load_config
     from conductor.simulator.presets import load_preset, simulated_pool_config
     from learner.tiny_policy import TinyPolicySpec, build_tiny_policy
 

@@ -64,7 +64,8 @@ ENV_DEFAULTS = {"TMPDIR": str(SCRATCH / "tmp"), "TORCH_EXTENSIONS_DIR": str(SCRA
 
 from bench.pool_rate import write_section  # noqa: E402
 from bench.trl_grpo import OUT, TRL_SIDES, run_trl, splits_of  # noqa: E402
-from conductor.config import Config, load_config  # noqa: E402
+from conductor.config import Config  # noqa: E402
+from conductor.config_loader import load_config  # noqa: E402
 
 
 def digest(policy: str) -> str:

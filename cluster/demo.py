@@ -13,7 +13,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from conductor.config import Config, config_from_cli
+from conductor.config import Config
+from conductor.config_loader import config_from_cli
 from conductor.episode import EpisodeRunner
 from conductor.executor import WorkflowExecutor
 from conductor.pool import Messages

@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cluster.rollout_feed import RolloutFeed
-from conductor.config import Config, config_from_cli
+from conductor.config import Config
+from conductor.config_loader import config_from_cli
 from conductor.rollout import RolloutRequest
 from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import summarise

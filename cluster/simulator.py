@@ -13,7 +13,7 @@ import sys
 
 import uvicorn
 
-from conductor.config import config_from_cli
+from conductor.config_loader import config_from_cli
 from conductor.simulator.presets import load_preset
 from conductor.simulator.server import create_app
 

@@ -55,7 +55,8 @@ from cluster.train_state import (
 )
 from cluster.warm_start import warm_start_policy
 from conductor.baselines import run_baselines
-from conductor.config import Config, config_from_cli
+from conductor.config import Config
+from conductor.config_loader import config_from_cli
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutRequest, SamplingSettings
 from conductor.rollout_summary import RolloutStats, summarise

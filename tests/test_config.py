@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from conductor.config import Config, ConfigError, apply_override, config_from_cli, load_config
+from conductor.config import Config
+from conductor.config_loader import ConfigError, apply_override, config_from_cli, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 

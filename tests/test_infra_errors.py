@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cluster.rollouts import tasks_for
-from conductor.config import load_config
+from conductor.config_loader import load_config
 from conductor.replay_store import ReplayStore
 from conductor.tasks.splits import split_tasks
 

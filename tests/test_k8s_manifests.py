@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from conductor.config import Config, load_config
+from conductor.config import Config
+from conductor.config_loader import load_config
 from tests.support.crd_schema import CRD_FILES, crd_schema, errors, field_path
 
 REPO = Path(__file__).resolve().parents[1]

@@ -31,7 +31,7 @@ def warm_policy(tmp_path_factory):
 
     from cluster.rollouts import tasks_for
     from cluster.warm_start import warm_start_policy
-    from conductor.config import load_config
+    from conductor.config_loader import load_config
     from conductor.run_output import RunOutput
     from conductor.simulator.presets import load_preset, simulated_pool_config
     from conductor.tasks.splits import split_tasks

@@ -32,7 +32,7 @@ def independent_baselines(*overrides):
     no context and the oracle's answer is the same (its draws hash worker, item and context only)."""
     import openai
 
-    from conductor.config import load_config
+    from conductor.config_loader import load_config
     from conductor.simulator.presets import load_preset
     from conductor.simulator.server import SimulatorServer
     from conductor.tasks.splits import split_tasks

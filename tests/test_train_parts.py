@@ -7,7 +7,8 @@ import pytest
 
 from cluster.train_report import log_line
 from cluster.train_state import TrainState
-from conductor.config import ConfigError, LearnerConfig, load_config
+from conductor.config import LearnerConfig
+from conductor.config_loader import ConfigError, load_config
 from conductor.tasks.splits import TaskSampler, split_tasks
 from conductor.tasks.toy import toy_tasks
 from learner.learner_group import accumulation_steps
