@@ -25,6 +25,8 @@ import pytest
 import s3fs
 import yaml
 
+from conductor.replay_store import ReplayStore
+
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -48,18 +50,25 @@ def free_port() -> int:
 
 
 class Head:
-    """`ray start --head` on loopback with the project's environment on PATH; stopped by killing the
-    processes of its own temp dir (``ray stop`` would kill every Ray on the machine)."""
+    """`ray start --head` on loopback with the project's environment on PATH, in a session of its own;
+    stopped by killing that session's processes (``ray stop`` would kill every Ray on the machine, and
+    some of the head's processes, such as the client server and the agents, name neither its temp dir
+    nor its port)."""
 
     def __init__(self, env: dict):
         self.temp = tempfile.mkdtemp(prefix="rayh-", dir="/tmp")  # short: socket paths have a length limit
         self.dashboard, self.metrics, self.gcs = free_port(), free_port(), free_port()
         self.address = f"http://127.0.0.1:{self.dashboard}"
         self.env = env
-        subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs}", "--num-cpus=2",
-                        "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard}",
-                        f"--metrics-export-port={self.metrics}", "--disable-usage-stats", f"--temp-dir={self.temp}"],
-                       env=env, check=True, capture_output=True, timeout=120)
+        command = [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs}", "--num-cpus=2",
+                   "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard}",
+                   f"--metrics-export-port={self.metrics}", f"--ray-client-server-port={free_port()}",
+                   f"--dashboard-agent-listen-port={free_port()}", "--disable-usage-stats", f"--temp-dir={self.temp}"]
+        start = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+        self.session = start.pid  # the session's id is its leader's pid
+        output, _ = start.communicate(timeout=120)
+        assert start.returncode == 0, output[-3000:]
 
     def job(self, command: str, *args: str, timeout: float = 120, check: bool = True) -> str:
         """``ray job <command> --address <head> <args>`` (the address before ``--``, or the entrypoint would
@@ -78,13 +87,22 @@ class Head:
         return set(re.findall(r"^(ray_conductor_[a-z_]+?)(?:_bucket|_sum|_count)?[{ ]", text, re.M))
 
     def stop(self) -> None:
-        found = subprocess.run(["pgrep", "-f", self.temp], capture_output=True, text=True).stdout.split()
-        for pid in found:
+        for pid in self.session_pids():
             try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
+        deadline = time.monotonic() + 15
+        while self.session_pids() and time.monotonic() < deadline:  # dead once reaped
+            time.sleep(0.5)
         shutil.rmtree(self.temp, ignore_errors=True)
+
+    def session_pids(self) -> list[int]:
+        """Every process of the head's session: ``ray start`` led it, and all Ray started (GCS, raylet,
+        dashboard, agents, workers, the job's driver) stays in it."""
+        table = subprocess.run(["ps", "-e", "-o", "pid=,sid=,stat="], capture_output=True, text=True).stdout.split()
+        return [int(pid) for pid, sid, stat in zip(table[::3], table[1::3], table[2::3])
+                if int(sid) == self.session and not stat.startswith("Z")]
 
 
 def manifest_command() -> list[str]:
@@ -145,9 +163,14 @@ def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, 
         assert fs.glob(f"{root}/rollouts/policy_version=*/batch-*.parquet")
         assert not (REPO / "runs" / run).exists()  # nothing written into the working dir
 
-        logs, _ = submit_and_wait(head, [*common, "train.steps=3", "train.resume=true"], runtime_env)
+        # The second job resumes from step 2's checkpoint on S3: steps 3 and 4 only, with rollouts sampled
+        # past the checkpoint's policy version (v3: the step-2 weights), added to the first job's.
+        logs, _ = submit_and_wait(head, [*common, "train.steps=4", "train.resume=true"], runtime_env)
         assert "resumed from step-2 (step 2" in logs
-        assert json.loads(fs.cat(f"{root}/summary.json"))["steps"] == 3
-        assert json.loads(fs.cat(f"{root}/checkpoints/latest.json")) == {"tag": "step-3"}
+        assert [line.split()[1] for line in logs.splitlines() if line.startswith("step ")] == ["3", "4"]
+        assert json.loads(fs.cat(f"{root}/summary.json"))["steps"] == 4
+        assert json.loads(fs.cat(f"{root}/checkpoints/latest.json")) == {"tag": "step-4"}
+        versions = ReplayStore(f"s3://{root}/rollouts", s3_server.storage_options).versions()
+        assert versions[:2] == [1, 2] and len(versions) == 4 and min(versions[2:]) > 3
     finally:
         head.stop()

@@ -34,12 +34,16 @@ def answers(sim, requests, concurrency=32):
 
 
 def accuracy_by(sim, tasks, workers, threads=4):
-    """{(worker, domain): accuracy} for every worker on every task, checked by the task's verifier."""
+    """{(worker, domain): accuracy} for every worker on every task, checked by the task's verifier. Workers
+    often give the same text for a task (a right answer, mostly); each distinct (task, text) is verified
+    once, which matters for code, whose check runs the tests in the sandbox."""
     requests = [(w, ask(t)) for w in workers for t in tasks]
     texts = answers(sim, requests)
     pairs = [(w, t) for w in workers for t in tasks]
+    distinct = {(id(task), text): task for (_, task), text in zip(pairs, texts)}
     with ThreadPoolExecutor(threads) as pool:
-        verdicts = list(pool.map(lambda item: verify(item[0][1], item[1]).correct, zip(pairs, texts)))
+        checked = dict(zip(distinct, pool.map(lambda key: verify(distinct[key], key[1]).correct, distinct)))
+    verdicts = [checked[(id(task), text)] for (_, task), text in zip(pairs, texts)]
     totals: dict = {}
     for (worker, task), correct in zip(pairs, verdicts):
         key = (worker, task.domain)
