@@ -42,3 +42,11 @@ def ray_local():
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}}, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def toy_warm_start(tmp_path_factory) -> Path:
+    """The toy run's SFT warm start (tests/support/toy_warm_start.py), made once for the session."""
+    from tests.support.toy_warm_start import build_toy_warm_start
+
+    return build_toy_warm_start(tmp_path_factory.mktemp("toy-warm-start"))

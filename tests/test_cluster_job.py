@@ -26,14 +26,14 @@ import s3fs
 import yaml
 
 from conductor.replay_store import ReplayStore
+from tests.support.toy_warm_start import TOY_WARM_START
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
 TOY_JOB = REPO / "k8s" / "rayjob-toy.yaml"  # the RayJob whose entrypoint the jobs run
-SMALL = ["sft.steps=30", "simulator.toy_items_per_domain=10", "train.val_questions=6", "train.heldout_questions=6",
-         "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2", "learner.checkpoint_every=2",
-         "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false", "simulator.latency_scale=0.5"]
+SMALL = [*TOY_WARM_START, "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
+         "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false", "simulator.latency_scale=0.5"]
 FAMILIES_SEEN = {  # one family per actor kind, the ones every run emits
     "engine": "ray_conductor_engine_generated_tokens_total",
     "rollout actor": "ray_conductor_rollouts_total",
@@ -133,18 +133,26 @@ def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout
     return logs, seen
 
 
-def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, tmp_path):
+def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, toy_warm_start, tmp_path):
     bucket, run = "jobs", f"job-{uuid.uuid4().hex[:6]}"
     fs = s3fs.S3FileSystem(**s3_server.storage_options)
     fs.mkdirs(bucket, exist_ok=True)
+    # The session's SFT warm start, where the driver looks for one (<output.dir>/<run>/sft): its workflows
+    # parse, so the job's rollouts call the pool and its learner trains (an untrained format would leave
+    # the pool and learner families empty).
+    for file in toy_warm_start.iterdir():
+        fs.put_file(str(file), f"{bucket}/runs/{run}/sft/{file.name}")
     # The job's credentials and endpoint travel as its runtime env, as KubeRay pods carry them in theirs.
     runtime_env = tmp_path / "runtime_env.yaml"
     spec = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
     spec["env_vars"].update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
                             AWS_ENDPOINT_URL_S3=s3_server.endpoint)
     runtime_env.write_text(yaml.safe_dump(spec))
+    # Every Ray process of the head reports its metrics each second instead of Ray's 10 s, so that a job
+    # of seconds shows every family before its actors exit (what an actor never reported is lost).
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", RAY_AUTH_MODE="token",
-               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0")
+               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0",
+               RAY_metrics_report_interval_ms="1000")
     env.pop("RAY_ADDRESS", None)
     head = Head(env)
     try:

@@ -13,36 +13,14 @@ from pathlib import Path
 import pytest
 
 from conductor.replay_store import ReplayStore
+from tests.support.toy_warm_start import TOY_WARM_START
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 GROUP = 4
-SMALL = ["sft.steps=120", "simulator.toy_items_per_domain=10", "train.val_questions=6", "train.heldout_questions=6",
-         "train.questions_per_step=3", f"rollout.group_size={GROUP}", "learner.micro_batch_size=4",
+SMALL = [*TOY_WARM_START, "train.questions_per_step=3", f"rollout.group_size={GROUP}", "learner.micro_batch_size=4",
          "train.format_floor=0", "train.refill_rounds=0", "train.plot=false", "train.max_staleness=1",
-         "simulator.latency_scale=0.5", "rollout.temperature=0.5"]  # T=0.5: a short SFT samples workflows that parse
-
-
-@pytest.fixture(scope="module")
-def warm_policy(tmp_path_factory):
-    """The runs' SFT warm start, made once (the driver reuses ``runs/<run>/sft`` when it is there): a
-    policy whose workflows parse, so the pool and its faults are really exercised."""
-    from rich.console import Console
-
-    from cluster.rollouts import tasks_for
-    from cluster.warm_start import warm_start_policy
-    from conductor.config_loader import load_config
-    from conductor.run_output import RunOutput
-    from conductor.simulator.presets import load_preset, simulated_pool_config
-    from conductor.tasks.splits import split_tasks
-
-    config = load_config(REPO / "configs/train-toy.yaml", SMALL)
-    config = config.model_copy(update={"pool": simulated_pool_config(load_preset(config.simulator),
-                                                                      "http://127.0.0.1:1/v1")})
-    train_tasks = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
-                              config.seed).train
-    out = RunOutput(str(tmp_path_factory.mktemp("warm")), "warm")
-    return Path(warm_start_policy(config, out, train_tasks, Console()))
+         "simulator.latency_scale=0.5"]
 
 
 def train(cwd, *overrides, timeout=900, warm=None):
@@ -74,9 +52,9 @@ def check_exactly_once(run: Path, steps: list[dict]) -> None:
     assert all(stored[rid] == 1 for rid in trained), "a trained rollout is missing from, or doubled in, the store"
 
 
-def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, warm_policy):
+def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, toy_warm_start):
     done = train(tmp_path, "run_name=async", "train.steps=5", "train.eval_every=5", "learner.checkpoint_every=5",
-                 warm=warm_policy)
+                 warm=toy_warm_start)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     run = tmp_path / "runs" / "async"
     summary = json.loads((run / "summary.json").read_text())
@@ -92,13 +70,13 @@ def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, warm_policy
     assert logged == ["1", "2", "3", "4", "5"]
 
 
-def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_path, warm_policy):
+def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_path, toy_warm_start):
     faults = ["simulator.faults.rate_limit=0.04", "simulator.faults.server_error=0.04", "simulator.faults.timeout=0.04",
               "simulator.faults.disconnect=0.04", "simulator.faults.malformed=0.04", "simulator.faults.hang_s=3",
               "simulator.retry_after_s=0.2"]
     chaos = ["chaos.kill=[engine, rollout_actor, learner]", "chaos.first_after_s=0", "chaos.every_s=12"]
     done = train(tmp_path, "run_name=chaos", "train.steps=30", "train.eval_every=12", "learner.checkpoint_every=4",
-                 "train.max_learner_restarts=2", *faults, *chaos, timeout=1500, warm=warm_policy)
+                 "train.max_learner_restarts=2", *faults, *chaos, timeout=1500, warm=toy_warm_start)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = tmp_path / "runs" / "chaos"
     summary = json.loads((run / "summary.json").read_text())
