@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
 TOY_JOB = REPO / "k8s" / "rayjob-toy.yaml"  # the RayJob whose entrypoint the jobs run
 SMALL = [*TOY_WARM_START, "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
-         "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false", "simulator.latency_scale=0.5"]
+         "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false",
+         "simulator.latency_scale=0.5"]
 FAMILIES_SEEN = {  # one family per actor kind, the ones every run emits
     "engine": "ray_conductor_engine_generated_tokens_total",
     "rollout actor": "ray_conductor_rollouts_total",
