@@ -30,6 +30,7 @@ import ray
 from rich.console import Console
 
 from cluster.group_collector import GroupCollector
+from cluster.preflight import PreflightError, require
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
 from cluster.step_stats import StalenessStats, StepStats
@@ -414,7 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()  # the log is one line per step
     console = Console(soft_wrap=True)
     try:
+        require(config)
         train(config, console)
+    except PreflightError as exc:
+        console.print(str(exc), style="red", markup=False)
+        return 2
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
         console.print(f"[red]a cluster actor died and did not come back: {type(exc).__name__}: {exc}[/]\n"
                       f"Nothing already checkpointed is lost: rerun with --set train.resume=true")

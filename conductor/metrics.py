@@ -11,6 +11,8 @@ checks every panel's query against this file).
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,19 +71,61 @@ def family(name: str) -> Any:
     return metrics.Histogram(name, description, boundaries=LATENCY_BOUNDARIES, tag_keys=tags)
 
 
+class GaugeKeeper:
+    """Re-records every gauge's last value while the process lives. Ray's metrics agent drops a gauge
+    that is not reported again within two report intervals (20 s by default), so a value set once per
+    training step (minutes on a 7B model) would blink in and out of Prometheus; a Prometheus gauge keeps
+    its last value. One daemon thread per process, every half report interval."""
+
+    _instance: GaugeKeeper | None = None
+    _create = threading.Lock()
+
+    def __init__(self, period_s: float | None = None):
+        if period_s is None:
+            import ray
+
+            period_s = max(0.25, ray._config.metrics_report_interval_ms() / 2000)
+        self.period_s = period_s
+        self.values: dict[tuple[int, frozenset], tuple[Any, float, dict[str, str]]] = {}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._loop, name="gauge-keeper", daemon=True).start()
+
+    @classmethod
+    def shared(cls) -> GaugeKeeper:
+        with cls._create:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def keep(self, gauge: Any, value: float, tags: dict[str, str]) -> None:
+        with self.lock:
+            self.values[(id(gauge), frozenset(tags.items()))] = (gauge, value, tags)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.period_s)
+            with self.lock:
+                kept = list(self.values.values())
+            for gauge, value, tags in kept:
+                gauge.set(value, tags=tags)
+
+
 class Families:
     """The families whose names start with ``prefix``, with fixed tags (e.g. run and replica) applied."""
 
     def __init__(self, prefix: str, **tags: str):
         self.tags = tags
         self.items = {name: family(name) for name in FAMILIES if name.startswith(prefix)}
+        self.keeper = GaugeKeeper.shared() if any(FAMILIES[n][0] == "gauge" for n in self.items) else None
 
     def inc(self, name: str, value: float = 1.0, **tags: str) -> None:
         if value:
             self.items[name].inc(value, tags={**self.tags, **tags})
 
     def set(self, name: str, value: float, **tags: str) -> None:
-        self.items[name].set(float(value), tags={**self.tags, **tags})
+        gauge, value, tags = self.items[name], float(value), {**self.tags, **tags}
+        gauge.set(value, tags=tags)
+        self.keeper.keep(gauge, value, tags)
 
     def observe(self, name: str, value: float, **tags: str) -> None:
         self.items[name].observe(value, tags={**self.tags, **tags})

@@ -4,7 +4,8 @@ from the head's Prometheus export port while the job runs; then a second job res
 checkpoint on S3. The command both jobs run is the entrypoint of k8s/rayjob-toy.yaml, read from the
 manifest, so the command KubeRay submits is known to work; the test only appends `--set` overrides
 (later ones win) that make the run small and point output.dir at its own S3 server, and
-`train.resume=true` for the second job."""
+`train.resume=true` for the second job. Last, the GPU RayJob's entrypoint (k8s/rayjob-train.yaml) as
+written: on this CPU head it gets as far as its preflight check, which must name every missing piece."""
 
 import json
 import os
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
 TOY_JOB = REPO / "k8s" / "rayjob-toy.yaml"  # the RayJob whose entrypoint the jobs run
+GPU_JOB = REPO / "k8s" / "rayjob-train.yaml"  # its entrypoint runs up to its preflight check here
 SMALL = [*TOY_WARM_START, "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
          "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false",
          "simulator.latency_scale=0.5"]
@@ -106,18 +108,20 @@ class Head:
                 if int(sid) == self.session and not stat.startswith("Z")]
 
 
-def manifest_command() -> list[str]:
-    """The toy RayJob's entrypoint, split as a shell would: the command KubeRay submits."""
-    command = shlex.split(yaml.safe_load(TOY_JOB.read_text())["spec"]["entrypoint"])
+def manifest_command(manifest: Path = TOY_JOB) -> list[str]:
+    """A RayJob's entrypoint, split as a shell would: the command KubeRay submits."""
+    command = shlex.split(yaml.safe_load(manifest.read_text())["spec"]["entrypoint"])
     assert command[:3] == ["python", "-m", "cluster.train"], command
     return command
 
 
-def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout_s: float = 900) -> tuple[str, set]:
-    """The manifest's command, then ``--set`` for each override (later on the command line wins)."""
+def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout_s: float = 900,
+                    manifest: Path = TOY_JOB, outcome: str = "succeeded") -> tuple[str, set]:
+    """The manifest's command, then ``--set`` for each override (later on the command line wins); the
+    job's logs and the metric families scraped while it ran."""
     job = f"conductor-test-{uuid.uuid4().hex[:8]}"
     args = ["--no-wait", "--submission-id", job, "--working-dir", ".",
-            "--runtime-env", str(runtime_env), "--", *manifest_command()]
+            "--runtime-env", str(runtime_env), "--", *manifest_command(manifest)]
     for override in overrides:
         args += ["--set", override]
     head.job("submit", *args)
@@ -130,7 +134,7 @@ def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout
             break
         time.sleep(5)
     logs = head.job("logs", job)
-    assert re.search(rf"Job '{job}' succeeded", status, re.I), f"{status[-2000:]}\n{logs[-4000:]}"
+    assert re.search(rf"Job '{job}' {outcome}", status, re.I), f"{status[-2000:]}\n{logs[-4000:]}"
     return logs, seen
 
 
@@ -181,5 +185,16 @@ def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, 
         assert json.loads(fs.cat(f"{root}/checkpoints/latest.json")) == {"tag": "step-4"}
         versions = ReplayStore(f"s3://{root}/rollouts", s3_server.storage_options).versions()
         assert versions[:2] == [1, 2] and len(versions) == 4 and min(versions[2:]) > 3
+
+        # The GPU RayJob's entrypoint, as written, on this CPU head: it starts, checks what it needs, and
+        # fails in seconds naming every missing piece (its bucket, datasets, baked-in model, API keys),
+        # with no traceback. Past that it needs GPUs and real APIs: not run here.
+        logs, _ = submit_and_wait(head, [], runtime_env, manifest=GPU_JOB, outcome="failed", timeout_s=300)
+        assert "cannot start:" in logs and "Traceback" not in logs, logs[-3000:]
+        for problem in ("output.dir s3://conductor-runs: cannot write (the bucket conductor-runs does not exist)",
+                        "data.datasets[0].path s3://conductor-data/", "policy.model_path /models/",
+                        "environment variable OPENAI_API_KEY is not set",
+                        "environment variable GEMINI_API_KEY is not set"):
+            assert problem in logs, (problem, logs[-3000:])
     finally:
         head.stop()

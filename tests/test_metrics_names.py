@@ -50,3 +50,26 @@ def test_the_dashboard_queries_every_family_and_only_those():
 
 def test_the_driver_phases_cover_the_loop():
     assert set(DRIVER_PHASES) >= {"generate", "train", "sync", "eval", "checkpoint"}
+
+
+def test_a_gauges_last_value_is_recorded_again_until_the_process_ends():
+    """Ray's agent drops a gauge not reported for two report intervals; the keeper reports it again."""
+    import threading
+
+    from conductor.metrics import GaugeKeeper
+
+    class Recorded:
+        def __init__(self):
+            self.calls, self.event = [], threading.Event()
+
+        def set(self, value, tags):
+            self.calls.append((value, tags))
+            if len(self.calls) >= 3:
+                self.event.set()
+
+    keeper, gauge = GaugeKeeper(period_s=0.01), Recorded()
+    keeper.keep(gauge, 1.0, {"run": "r"})
+    keeper.keep(gauge, 2.0, {"run": "r"})  # the newer value of the same series replaces the older
+    keeper.keep(gauge, 5.0, {"run": "other"})
+    assert gauge.event.wait(timeout=30)
+    assert all(call in [(2.0, {"run": "r"}), (5.0, {"run": "other"})] for call in gauge.calls), gauge.calls

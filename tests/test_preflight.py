@@ -1,0 +1,87 @@
+"""Preflight: every missing prerequisite of a run named at once, by config key, before it spends anything;
+locally and against a real S3 server (SeaweedFS): a missing bucket, wrong keys, no keys at all."""
+
+import json
+
+import pytest
+import s3fs
+
+from cluster.preflight import PreflightError, preflight, require
+from conductor.config_loader import load_config
+
+
+def config_with(tmp_path, *overrides):
+    return load_config(None, [f"output.dir={tmp_path / 'out'}", *overrides])
+
+
+def dataset(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text(json.dumps({"question": "1+1?", "answer": "#### 2"}) + "\n")
+    return path
+
+
+def test_a_runnable_config_has_no_problems(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_PROVIDER_KEY", "k")
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    config = config_with(tmp_path, f"data.datasets=[{{format: gsm8k, path: {dataset(tmp_path)}}}]",
+                         f"policy.model_path={policy}",
+                         "pool.providers=[{id: p, base_url: 'http://127.0.0.1:1/v1', api_key_env: TEST_PROVIDER_KEY}]",
+                         "pool.workers=[{id: w, provider: p, model: m, description: d}]")
+    assert preflight(config) == []
+    require(config)
+    assert (tmp_path / "out").is_dir() and not list((tmp_path / "out").iterdir())  # the probe was deleted
+
+
+def test_every_problem_is_listed_by_its_config_key(tmp_path, monkeypatch):
+    monkeypatch.delenv("TEST_MISSING_KEY", raising=False)
+    (tmp_path / "blocked").write_text("a file where the output directory should be")
+    config = load_config(None, [
+        f"output.dir={tmp_path / 'blocked'}",
+        f"data.datasets=[{{format: gsm8k, path: {dataset(tmp_path)}}}, "
+        f"{{format: math500, path: {tmp_path}/none.jsonl}}]",
+        f"policy.model_path={dataset(tmp_path)}",
+        "pool.providers=[{id: p, base_url: 'http://127.0.0.1:1/v1', api_key_env: TEST_MISSING_KEY}]",
+        "pool.workers=[{id: w, provider: p, model: m, description: d}]"])
+    problems = preflight(config)
+    assert len(problems) == 4, problems
+    assert problems[0].startswith(f"output.dir {tmp_path / 'blocked'}: cannot write")
+    assert problems[1] == f"data.datasets[1].path {tmp_path}/none.jsonl: not found"
+    assert problems[2] == f"policy.model_path {dataset(tmp_path)}: not a directory"
+    assert problems[3] == "pool.providers[0] (p): environment variable TEST_MISSING_KEY is not set"
+    with pytest.raises(PreflightError, match=r"cannot start: 4 problem\(s\)\n  output.dir"):
+        require(config)
+
+
+def test_s3_a_missing_bucket_wrong_keys_and_no_keys(s3_server, tmp_path, monkeypatch):
+    fs = s3fs.S3FileSystem(**s3_server.storage_options)
+    fs.mkdirs("preflight", exist_ok=True)
+    fs.pipe_file("preflight/data/gsm8k.jsonl", dataset(tmp_path).read_bytes())
+    options = json.dumps(s3_server.storage_options)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+    good = load_config(None, ["output.dir=s3://preflight/runs", f"output.storage_options={options}"])
+    assert preflight(good) == []
+    fs.invalidate_cache()
+    assert not [path for path in fs.find("preflight") if ".preflight-" in path]  # the probe was deleted
+
+    missing_bucket = load_config(None, ["output.dir=s3://no-such-bucket/runs", f"output.storage_options={options}"])
+    assert preflight(missing_bucket) == ["output.dir s3://no-such-bucket/runs: cannot write (the bucket "
+                                         "no-such-bucket does not exist)"]
+    assert "no-such-bucket" not in fs.ls("", refresh=True)  # never created by the check
+
+    wrong = dict(s3_server.storage_options, secret="not-the-secret")
+    problems = preflight(load_config(None, ["output.dir=s3://preflight/runs",
+                                            f"output.storage_options={json.dumps(wrong)}"]))
+    assert problems == ["output.dir s3://preflight/runs: cannot write (access denied: check the credentials and "
+                        "the bucket's policy)"]
+    assert "not-the-secret" not in problems[0] and s3_server.access_key not in problems[0]
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server.endpoint)  # an endpoint, but no keys anywhere
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    problems = preflight(load_config(None, ["output.dir=s3://preflight/runs",
+                                            "data.datasets=[{format: gsm8k, path: 's3://preflight/data/gsm8k.jsonl'}]"]))
+    assert len(problems) == 2 and all("no S3 credentials: set AWS_ACCESS_KEY_ID" in p for p in problems), problems
+    assert problems[1].startswith("data.datasets[0].path s3://preflight/data/gsm8k.jsonl: cannot read")
