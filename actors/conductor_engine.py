@@ -27,6 +27,7 @@ import os
 import random
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -189,15 +190,29 @@ class ConductorEngine:
 class EngineGroup:
     """The replicas behind one interface: least-loaded dispatch (the Generator of conductor/rollout.py)
     with failover, and the calls a weight sync makes on every replica. ``replicas`` are the actor
-    handles, in replica order."""
+    handles, in replica order.
 
-    def __init__(self, replicas: list[Any], failover_s: float = 900.0, retry_s: float = 1.0):
+    A group of named replicas (``start_engines``) pickles as their names and finds them again where it
+    is unpickled. Sent with handles, it would make a rollout actor's constructor arguments live in the
+    object store, and Ray cannot promise those to a restarting actor (ray-project/ray#53727)."""
+
+    def __init__(self, replicas: list[Any], failover_s: float = 900.0, retry_s: float = 1.0,
+                 names: Optional[list[str]] = None):
         if not replicas:
             raise ValueError("an engine group needs at least one replica")
-        self.replicas = replicas
+        self.replicas, self.names = replicas, names
         self.failover_s, self.retry_s = failover_s, retry_s
         self.in_flight = [0] * len(replicas)
         self.down_until = [0.0] * len(replicas)
+
+    @classmethod
+    def attach(cls, names: list[str], failover_s: float, retry_s: float) -> EngineGroup:
+        return cls([ray.get_actor(name) for name in names], failover_s, retry_s, names=names)
+
+    def __reduce__(self) -> Any:
+        if self.names is None:
+            return super().__reduce__()
+        return EngineGroup.attach, (self.names, self.failover_s, self.retry_s)
 
     async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
         """On the least-loaded replica that is up; a replica that died, is restarting or awaits weights
@@ -257,14 +272,16 @@ def start_engines(model_path: str, config: EngineConfig, seed: int = 0, placemen
     ``model_path``: a local directory, or a URL (s3://) with ``storage_options``."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    replicas = []
+    replicas, group = [], uuid.uuid4().hex[:8]
+    names = [f"conductor-engine-{run_name or 'run'}-{group}-{replica}" for replica in range(config.replicas)]
     for replica in range(config.replicas):
-        options: dict[str, Any] = {"num_cpus": config.num_cpus, "num_gpus": config.num_gpus}
+        options: dict[str, Any] = {"num_cpus": config.num_cpus, "num_gpus": config.num_gpus,
+                                   "name": names[replica]}
         if placement_group is not None:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=placement_group, placement_group_bundle_index=replica)
         replicas.append(ConductorEngine.options(**options).remote(model_path, config, seed + replica, storage_options,
                                                                   run_name, replica))
     ray.get([replica.policy_version.remote() for replica in replicas])  # wait until every replica is up
-    return EngineGroup(replicas)
+    return EngineGroup(replicas, names=names)
 

@@ -76,3 +76,36 @@ def test_a_lone_replica_is_waited_for_until_it_has_weights_or_the_deadline():
     never = EngineGroup([AwaitingWeights("never", ready_after=10**6)], failover_s=0.3, retry_s=0.05)
     with pytest.raises(EngineNotReady, match="no engine replica"):
         asyncio.run(never.generate([[1]], 1, SamplingSettings()))
+
+
+def test_a_named_group_travels_as_names_and_finds_its_replicas_again(ray_local):
+    """Sent to a restartable actor, a group of handles would put the actor's constructor arguments in the
+    object store (Ray cannot promise them to a restart: ray-project/ray#53727); by name it is plain data."""
+    import pickle
+
+    ray = ray_local
+
+    @ray.remote(num_cpus=0)
+    class Replica:
+        def ping(self):
+            return ray.get_runtime_context().get_actor_id()
+
+    names = [f"test-engine-{i}" for i in range(2)]
+    replicas = [Replica.options(name=name).remote() for name in names]
+    group = EngineGroup(replicas, failover_s=7.0, retry_s=0.5, names=names)
+    assert group.__reduce__() == (EngineGroup.attach, (names, 7.0, 0.5))
+    assert b"ActorHandle" not in pickle.dumps(group)
+
+    @ray.remote(num_cpus=0, max_restarts=1)
+    class Holder:
+        def __init__(self, engines):
+            self.engines = engines
+
+        def replica_ids(self):
+            return ray.get([replica.ping.remote() for replica in self.engines.replicas]), self.engines.names
+
+    holder = Holder.remote(group)
+    ids, held_names = ray.get(holder.replica_ids.remote(), timeout=120)
+    assert ids == ray.get([replica.ping.remote() for replica in replicas]) and held_names == names
+    for actor in (holder, *replicas):
+        ray.kill(actor)
