@@ -106,8 +106,11 @@ class GaugeKeeper:
             time.sleep(self.period_s)
             with self.lock:
                 kept = list(self.values.values())
-            for gauge, value, tags in kept:
-                gauge.set(value, tags=tags)
+            try:
+                for gauge, value, tags in kept:
+                    gauge.set(value, tags=tags)
+            except Exception:  # best effort: Ray shut down in this process, nothing to report to
+                return
 
 
 class Families:
