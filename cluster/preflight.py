@@ -18,8 +18,10 @@ left to the run, which waits for its placement groups and counts worker errors.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from typing import Any, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -27,7 +29,13 @@ from fsspec.implementations.local import LocalFileSystem
 from conductor.config import Config
 
 CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL_S3 for a non-AWS "
-                    "endpoint) in the environment of every node, or output.storage_options")
+                    "endpoint) in the environment of every node")
+# One quick attempt per check: an unreachable endpoint should fail the check in seconds, not after
+# botocore's and s3fs's retries (minutes when packets are dropped).
+S3_QUICK = {"config_kwargs": {"connect_timeout": 5, "read_timeout": 15, "retries": {"max_attempts": 1}}}
+ACCESS_DENIED = ("accessdenied", "access denied", "invalidaccesskeyid", "signaturedoesnotmatch",
+                 "signature we calculated", "forbidden")
+HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")  # "org/name": from_pretrained fetches it from the Hugging Face Hub
 
 
 class PreflightError(RuntimeError):
@@ -44,10 +52,12 @@ def preflight(config: Config) -> list[str]:
         problems += _writable("rollout.store_path", store_path, store_options)
     for index, spec in enumerate(config.data.datasets):
         problems += _readable(f"data.datasets[{index}].path", spec.path, None, file=True)  # read with env creds
-    if config.policy.model_path:
-        problems += _readable("policy.model_path", config.policy.model_path, output_options, file=False)
+    model = config.policy.model_path
+    if model and not (HUB_ID.match(model) and not os.path.exists(model)):
+        problems += _readable("policy.model_path", model, output_options, file=False)
+    used = {worker.provider for worker in config.pool.workers}  # no workers: the simulated pool replaces it
     for index, provider in enumerate(config.pool.providers):
-        if provider.api_key_env and not os.environ.get(provider.api_key_env):
+        if provider.id in used and provider.api_key_env and not os.environ.get(provider.api_key_env):
             problems.append(f"pool.providers[{index}] ({provider.id}): environment variable "
                             f"{provider.api_key_env} is not set")
     return problems
@@ -59,11 +69,23 @@ def require(config: Config) -> None:
         raise PreflightError(f"cannot start: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
 
 
+def _filesystem(url: str, options: Optional[dict[str, Any]]) -> tuple[Any, str]:
+    options = dict(options or {})
+    quick = url.startswith(("s3://", "s3a://"))
+    if quick:
+        options = {**options, "config_kwargs": {**S3_QUICK["config_kwargs"], **options.get("config_kwargs", {})}}
+    fs, path = fsspec.core.url_to_fs(url, **options)
+    if quick:
+        fs.retries = 1  # s3fs's own retry loop (5 by default), on an instance of these options only
+    return fs, path
+
+
 def _writable(key: str, url: str, options: Optional[dict[str, Any]]) -> list[str]:
     """Write and delete one small file under the root (a local root is created first; a bucket never is:
     s3fs's makedirs would create a missing one)."""
+    shown = _shown(url)
     try:
-        fs, root = fsspec.core.url_to_fs(url, **(options or {}))
+        fs, root = _filesystem(url, options)
         if isinstance(fs, LocalFileSystem):
             fs.makedirs(root, exist_ok=True)
         else:  # some S3 servers (SeaweedFS) create a bucket on the first write; AWS answers NoSuchBucket
@@ -71,25 +93,41 @@ def _writable(key: str, url: str, options: Optional[dict[str, Any]]) -> list[str
             try:
                 fs.info(bucket)
             except FileNotFoundError:
-                return [f"{key} {url}: cannot write (the bucket {bucket} does not exist)"]
+                return [f"{key} {shown}: cannot write (the bucket {bucket} does not exist)"]
+            except PermissionError:
+                pass  # keys scoped to a prefix may not look at the bucket: the probe below decides
         probe = f"{root.rstrip('/')}/.preflight-{uuid.uuid4().hex[:8]}"
         fs.pipe_file(probe, b"ok")
-        fs.rm_file(probe)
     except Exception as exc:  # any failure here means the run cannot write its outputs
-        return [f"{key} {url}: cannot write ({_reason(exc)})"]
+        return [f"{key} {shown}: cannot write ({_reason(exc)})"]
+    try:
+        fs.rm_file(probe)
+    except Exception as exc:  # written, but left behind: the run can go on, its archiving may not
+        return [f"{key} {shown}: cannot delete what it wrote ({_reason(exc)})"]
     return []
 
 
 def _readable(key: str, url: str, options: Optional[dict[str, Any]], file: bool) -> list[str]:
+    shown = _shown(url)
     try:
-        fs, path = fsspec.core.url_to_fs(url, **(options or {}))
+        fs, path = _filesystem(url, options)
         kind = fs.info(path)["type"]  # info, not isfile: that answers False for missing credentials too
+        if isinstance(fs, LocalFileSystem) and not os.access(path, os.R_OK | (os.X_OK if kind == "directory" else 0)):
+            raise PermissionError(path)
     except FileNotFoundError:
-        return [f"{key} {url}: not found"]
+        return [f"{key} {shown}: not found"]
     except Exception as exc:  # reported, not raised: the run would fail on it later
-        return [f"{key} {url}: cannot read ({_reason(exc)})"]
+        return [f"{key} {shown}: cannot read ({_reason(exc)})"]
     wanted = "file" if file else "directory"
-    return [] if kind == wanted else [f"{key} {url}: not a {wanted}"]
+    return [] if kind == wanted else [f"{key} {shown}: not a {wanted}"]
+
+
+def _shown(url: str) -> str:
+    """The URL without a user part or query, where credentials can hide (https://user:pass@..., ?token=)."""
+    parts = urlsplit(url)
+    if not parts.scheme or (not parts.query and "@" not in parts.netloc):
+        return url
+    return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
 
 
 def _reason(exc: Exception) -> str:
@@ -97,12 +135,13 @@ def _reason(exc: Exception) -> str:
     name = type(exc).__name__
     if name == "NoCredentialsError":
         return f"no S3 credentials: {CREDENTIALS_HINT}"
-    if name in ("EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError"):
-        return f"S3 endpoint unreachable: {exc}"
+    if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionError", "ClientConnectorError"):
+        return "the S3 endpoint is unreachable"
     text = str(exc)
     if "NoSuchBucket" in text:
         return "the bucket does not exist"
-    if "AccessDenied" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or \
-            isinstance(exc, PermissionError):
+    if any(mark in text.lower() for mark in ACCESS_DENIED):
         return "access denied: check the credentials and the bucket's policy"
-    return f"{name}: {text}"[:300]
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return name  # the type only: an exception's text may quote a URL or a header

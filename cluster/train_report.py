@@ -51,7 +51,7 @@ def progress_bar(console: Console, total: int, completed: int) -> Iterator[StepP
 
 class DashboardMetrics:
     """The driver's metrics on the Ray dashboard / Prometheus endpoint (``ray_conductor_train_*``, defined
-    in actors/metrics.py): the last step's figures, the phase, staleness, queue depth and faults."""
+    in conductor/metrics.py): the last step's figures, the phase, staleness, queue depth and faults."""
 
     def __init__(self, run_name: str):
         from conductor.metrics import DRIVER_GAUGES, Families, PhaseGauge

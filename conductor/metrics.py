@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,7 @@ DRIVER_PHASES = ("generate", "train", "sync", "eval", "checkpoint", "idle")
 FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # engine (actors/conductor_engine.py)
     "conductor_engine_generated_tokens_total": ("counter", "completion tokens generated", ("run", "replica")),
-    "conductor_engine_running_requests": ("gauge", "generation calls in progress", ("run", "replica")),
+    "conductor_engine_running_requests": ("gauge", "sequences being generated", ("run", "replica")),
     "conductor_engine_policy_version": ("gauge", "policy version served (-1: awaiting weights)", ("run", "replica")),
     # rollout actor (actors/rollout_actor.py)
     "conductor_rollouts_total": ("counter", "rollouts scored, by outcome (correct, wrong, format_error, "
@@ -72,7 +71,7 @@ def family(name: str) -> Any:
 
 
 class GaugeKeeper:
-    """Re-records every gauge's last value while the process lives. Ray's metrics agent drops a gauge
+    """Records every gauge's last value again while the process lives. Ray's metrics agent drops a gauge
     that is not reported again within two report intervals (20 s by default), so a value set once per
     training step (minutes on a 7B model) would blink in and out of Prometheus; a Prometheus gauge keeps
     its last value. One daemon thread per process, every half report interval."""
@@ -87,7 +86,8 @@ class GaugeKeeper:
             period_s = max(0.25, ray._config.metrics_report_interval_ms() / 2000)
         self.period_s = period_s
         self.values: dict[tuple[int, frozenset], tuple[Any, float, dict[str, str]]] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # a set and the loop's re-record never interleave: the newest value wins
+        self.stopped = threading.Event()
         threading.Thread(target=self._loop, name="gauge-keeper", daemon=True).start()
 
     @classmethod
@@ -97,20 +97,22 @@ class GaugeKeeper:
                 cls._instance = cls()
             return cls._instance
 
-    def keep(self, gauge: Any, value: float, tags: dict[str, str]) -> None:
+    def set(self, gauge: Any, value: float, tags: dict[str, str]) -> None:
         with self.lock:
+            gauge.set(value, tags=tags)
             self.values[(id(gauge), frozenset(tags.items()))] = (gauge, value, tags)
 
+    def stop(self) -> None:
+        self.stopped.set()
+
     def _loop(self) -> None:
-        while True:
-            time.sleep(self.period_s)
+        while not self.stopped.wait(self.period_s):
             with self.lock:
-                kept = list(self.values.values())
-            try:
-                for gauge, value, tags in kept:
-                    gauge.set(value, tags=tags)
-            except Exception:  # best effort: Ray shut down in this process, nothing to report to
-                return
+                for key, (gauge, value, tags) in list(self.values.items()):
+                    try:
+                        gauge.set(value, tags=tags)
+                    except Exception:  # best effort: this series can no longer be recorded; the rest go on
+                        del self.values[key]
 
 
 class Families:
@@ -119,16 +121,13 @@ class Families:
     def __init__(self, prefix: str, **tags: str):
         self.tags = tags
         self.items = {name: family(name) for name in FAMILIES if name.startswith(prefix)}
-        self.keeper = GaugeKeeper.shared() if any(FAMILIES[n][0] == "gauge" for n in self.items) else None
 
     def inc(self, name: str, value: float = 1.0, **tags: str) -> None:
         if value:
             self.items[name].inc(value, tags={**self.tags, **tags})
 
     def set(self, name: str, value: float, **tags: str) -> None:
-        gauge, value, tags = self.items[name], float(value), {**self.tags, **tags}
-        gauge.set(value, tags=tags)
-        self.keeper.keep(gauge, value, tags)
+        GaugeKeeper.shared().set(self.items[name], float(value), {**self.tags, **tags})
 
     def observe(self, name: str, value: float, **tags: str) -> None:
         self.items[name].observe(value, tags={**self.tags, **tags})

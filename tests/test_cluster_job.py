@@ -54,9 +54,9 @@ def free_port() -> int:
 
 class Head:
     """`ray start --head` on loopback with the project's environment on PATH, in a session of its own;
-    stopped by killing that session's processes (``ray stop`` would kill every Ray on the machine, and
-    some of the head's processes, such as the client server and the agents, name neither its temp dir
-    nor its port)."""
+    stopped by killing that session's processes and their descendants (``ray stop`` would kill every Ray
+    on the machine, and some of the head's processes, such as the client server and the agents, name
+    neither its temp dir nor its port)."""
 
     def __init__(self, env: dict):
         self.temp = tempfile.mkdtemp(prefix="rayh-", dir="/tmp")  # short: socket paths have a length limit
@@ -70,8 +70,13 @@ class Head:
         start = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True)
         self.session = start.pid  # the session's id is its leader's pid
-        output, _ = start.communicate(timeout=120)
-        assert start.returncode == 0, output[-3000:]
+        try:
+            output, _ = start.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            output = "ray start did not finish within 120 s"
+        if start.returncode != 0:
+            self.stop()
+            raise AssertionError(output[-3000:])
 
     def job(self, command: str, *args: str, timeout: float = 120, check: bool = True) -> str:
         """``ray job <command> --address <head> <args>`` (the address before ``--``, or the entrypoint would
@@ -101,11 +106,19 @@ class Head:
         shutil.rmtree(self.temp, ignore_errors=True)
 
     def session_pids(self) -> list[int]:
-        """Every process of the head's session: ``ray start`` led it, and all Ray started (GCS, raylet,
-        dashboard, agents, workers, the job's driver) stays in it."""
-        table = subprocess.run(["ps", "-e", "-o", "pid=,sid=,stat="], capture_output=True, text=True).stdout.split()
-        return [int(pid) for pid, sid, stat in zip(table[::3], table[1::3], table[2::3])
-                if int(sid) == self.session and not stat.startswith("Z")]
+        """Every live process of the head's session (``ray start`` led it; GCS, raylet, dashboard, agents
+        and workers stay in it) and their descendants: a job's driver runs in a session of its own."""
+        table = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,sid=,stat="], capture_output=True,
+                               text=True).stdout.split()
+        rows = [(int(pid), int(ppid), int(sid), stat)
+                for pid, ppid, sid, stat in zip(table[::4], table[1::4], table[2::4], table[3::4])]
+        found = {pid for pid, _, sid, stat in rows if sid == self.session and not stat.startswith("Z")}
+        grown = True
+        while grown:
+            more = {pid for pid, ppid, _, stat in rows if ppid in found and not stat.startswith("Z")} - found
+            found |= more
+            grown = bool(more)
+        return sorted(found)
 
 
 def manifest_command(manifest: Path = TOY_JOB) -> list[str]:

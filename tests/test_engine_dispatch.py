@@ -4,6 +4,7 @@ of the suite); the real engine actor is covered by tests/test_rollouts_ray.py an
 by tests/test_train_async.py."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -80,8 +81,10 @@ def test_a_lone_replica_is_waited_for_until_it_has_weights_or_the_deadline():
 
 def test_a_named_group_travels_as_names_and_finds_its_replicas_again(ray_local):
     """Sent to a restartable actor, a group of handles would put the actor's constructor arguments in the
-    object store (Ray cannot promise them to a restart: ray-project/ray#53727); by name it is plain data."""
+    object store (Ray cannot promise them to a restart: ray-project/ray#53727); by name it is plain data,
+    and a restarted actor finds the same replicas."""
     import pickle
+    import uuid
 
     ray = ray_local
 
@@ -89,12 +92,6 @@ def test_a_named_group_travels_as_names_and_finds_its_replicas_again(ray_local):
     class Replica:
         def ping(self):
             return ray.get_runtime_context().get_actor_id()
-
-    names = [f"test-engine-{i}" for i in range(2)]
-    replicas = [Replica.options(name=name).remote() for name in names]
-    group = EngineGroup(replicas, failover_s=7.0, retry_s=0.5, names=names)
-    assert group.__reduce__() == (EngineGroup.attach, (names, 7.0, 0.5))
-    assert b"ActorHandle" not in pickle.dumps(group)
 
     @ray.remote(num_cpus=0, max_restarts=1)
     class Holder:
@@ -104,8 +101,26 @@ def test_a_named_group_travels_as_names_and_finds_its_replicas_again(ray_local):
         def replica_ids(self):
             return ray.get([replica.ping.remote() for replica in self.engines.replicas]), self.engines.names
 
-    holder = Holder.remote(group)
-    ids, held_names = ray.get(holder.replica_ids.remote(), timeout=120)
-    assert ids == ray.get([replica.ping.remote() for replica in replicas]) and held_names == names
-    for actor in (holder, *replicas):
-        ray.kill(actor)
+    names = [f"test-engine-{uuid.uuid4().hex[:8]}-{i}" for i in range(2)]
+    replicas = [Replica.options(name=name).remote() for name in names]
+    holder = None
+    try:
+        group = EngineGroup(replicas, failover_s=7.0, retry_s=0.5, names=names)
+        assert group.__reduce__() == (EngineGroup.attach, (names, 7.0, 0.5))
+        assert b"ActorHandle" not in pickle.dumps(group)
+        expected = (ray.get([replica.ping.remote() for replica in replicas]), names)
+        holder = Holder.remote(group)
+        assert ray.get(holder.replica_ids.remote(), timeout=120) == expected
+        ray.kill(holder, no_restart=False)  # restarted from its creation arguments
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                assert ray.get(holder.replica_ids.remote(), timeout=120) == expected
+                break
+            except ray.exceptions.RayActorError:
+                assert time.monotonic() < deadline, "the holder did not come back"
+                time.sleep(0.5)
+    finally:
+        for actor in (holder, *replicas):
+            if actor is not None:
+                ray.kill(actor)

@@ -63,13 +63,29 @@ def test_a_gauges_last_value_is_recorded_again_until_the_process_ends():
             self.calls, self.event = [], threading.Event()
 
         def set(self, value, tags):
-            self.calls.append((value, tags))
-            if len(self.calls) >= 3:
+            self.calls.append((value, dict(tags)))
+            if len(self.calls) >= 6:
                 self.event.set()
 
+    class Broken:  # recorded once, then Ray is gone
+        def __init__(self):
+            self.calls = 0
+
+        def set(self, value, tags):
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("Ray is gone")
+
     keeper, gauge = GaugeKeeper(period_s=0.01), Recorded()
-    keeper.keep(gauge, 1.0, {"run": "r"})
-    keeper.keep(gauge, 2.0, {"run": "r"})  # the newer value of the same series replaces the older
-    keeper.keep(gauge, 5.0, {"run": "other"})
-    assert gauge.event.wait(timeout=30)
-    assert all(call in [(2.0, {"run": "r"}), (5.0, {"run": "other"})] for call in gauge.calls), gauge.calls
+    try:
+        keeper.set(gauge, 1.0, {"run": "r"})
+        keeper.set(gauge, 2.0, {"run": "r"})  # the newer value of the same series replaces the older
+        keeper.set(gauge, 5.0, {"run": "other"})
+        broken = Broken()
+        keeper.set(broken, 1.0, {"run": "r"})
+        assert gauge.event.wait(timeout=30)  # re-recorded by the loop, which a failing series does not stop
+    finally:
+        keeper.stop()
+    assert gauge.calls[:3] == [(1.0, {"run": "r"}), (2.0, {"run": "r"}), (5.0, {"run": "other"})]
+    assert all(call in [(2.0, {"run": "r"}), (5.0, {"run": "other"})] for call in gauge.calls[3:]), gauge.calls
+    assert broken.calls == 2  # dropped after its first failure

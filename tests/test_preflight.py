@@ -81,7 +81,26 @@ def test_s3_a_missing_bucket_wrong_keys_and_no_keys(s3_server, tmp_path, monkeyp
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server.endpoint)  # an endpoint, but no keys anywhere
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # a cloud CI host's instance role is not "no keys"
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    s3fs.S3FileSystem.clear_instance_cache()  # no filesystem built earlier with the session's keys
     problems = preflight(load_config(None, ["output.dir=s3://preflight/runs",
                                             "data.datasets=[{format: gsm8k, path: 's3://preflight/data/gsm8k.jsonl'}]"]))
     assert len(problems) == 2 and all("no S3 credentials: set AWS_ACCESS_KEY_ID" in p for p in problems), problems
     assert problems[1].startswith("data.datasets[0].path s3://preflight/data/gsm8k.jsonl: cannot read")
+
+
+def test_what_is_not_checked_and_what_is_never_shown(tmp_path, monkeypatch):
+    monkeypatch.delenv("UNUSED_PROVIDER_KEY", raising=False)
+    config = config_with(
+        tmp_path, "policy.model_path=HuggingFaceTB/SmolLM2-135M-Instruct",  # a Hub id: from_pretrained's to fetch
+        "pool.providers=[{id: p, base_url: 'http://127.0.0.1:1/v1'}, "
+        "{id: unused, base_url: 'http://127.0.0.1:2/v1', api_key_env: UNUSED_PROVIDER_KEY}]",
+        "pool.workers=[{id: w, provider: p, model: m, description: d}]",  # no worker uses `unused`
+        "data.datasets=[{format: gsm8k, path: 'https://user:secret@127.0.0.1:1/data.jsonl?token=t0ken'}]")
+    problems = preflight(config)
+    assert len(problems) == 1 and problems[0].startswith("data.datasets[0].path https://127.0.0.1:1/data.jsonl: "), \
+        problems
+    assert "secret" not in problems[0] and "t0ken" not in problems[0]
