@@ -164,7 +164,8 @@ def test_rollouts_command_writes_the_store_and_a_summary(policy_dir, tmp_path):
          "--set", "rollout.limit=8", "--set", "simulator.latency_scale=0"],
         cwd=repo, capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "COLUMNS": "200"})
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout[result.stdout.index("{"):])
+    summary, end = json.JSONDecoder().raw_decode(result.stdout, result.stdout.index("{"))
+    assert f"rollouts: {store}" in result.stdout[end:]  # then where everything went
     assert summary["rollouts"] == 32 and summary["infra_errors"] == 0 and summary["format_rate"] > 0
     table, _ = ReplayStore(str(store)).read()
     assert table.num_rows == 32 and set(table.column("policy_version").to_pylist()) == {0}

@@ -319,7 +319,9 @@ def test_attack_is_contained_with_every_layer(name, host):
     assert all(result.isolation.values()) and set(result.isolation) == set(host_isolation())
     assert_contained(name, result, duration)
     assert_host_unharmed(host, result)
-    assert open_fds() == fds_before and sandbox_dirs() == dirs_before  # nothing leaked, nothing left on disk
+    # Nothing leaked, nothing left on disk. Only new descriptors count: the session's own clients (s3fs's
+    # keep-alive connections to the test S3 server) may close theirs meanwhile.
+    assert not open_fds() - fds_before and sandbox_dirs() == dirs_before
     check_evidence(name, result)
     if name == "forge_report_and_host_fds":
         assert result.isolation == host_isolation()
