@@ -26,6 +26,8 @@ from conductor.run_output import RunOutput
 from conductor.weight_transfer import free_port
 from learner.train_batch import BatchStats, LearnerStats, build_sequences, shard, split
 
+RENDEZVOUS_ATTEMPTS = 3
+
 
 class LearnerGroupFailed(RuntimeError):
     """A learner rank died or stopped answering; the group cannot go on."""
@@ -60,18 +62,27 @@ class LearnerGroup:
             raise RuntimeError(f"cluster cannot place {config.ranks} learner ranks with "
                                f"{learner_bundles(config)[0]} each within {timeout_s:g}s")
         steps = accumulation_steps(config, sequences_per_step)
-        self.ranks = [
-            LearnerRank.options(
-                num_cpus=config.num_cpus_per_rank, num_gpus=config.num_gpus_per_rank,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank),
-            ).remote(rank, config.ranks, config, storage_options, run_name)
-            for rank in range(config.ranks)]
-        try:  # the process group meets at rank 0's node (any node of a multi-node cluster), on a port free there
-            master = self.wait([self.ranks[0].rendezvous_address.remote()])[0]
-            self._all(lambda rank: rank.setup.remote(master, model_path, total_steps, steps, seed))
-        except BaseException:
-            self.shutdown()  # no ranks or reserved CPUs left behind by a group that never started
-            raise
+        for attempt in range(1, RENDEZVOUS_ATTEMPTS + 1):
+            self.ranks = [
+                LearnerRank.options(
+                    num_cpus=config.num_cpus_per_rank, num_gpus=config.num_gpus_per_rank,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement,
+                                                                         placement_group_bundle_index=rank),
+                ).remote(rank, config.ranks, config, storage_options, run_name)
+                for rank in range(config.ranks)]
+            try:  # the process group meets at rank 0's node (any node of a multi-node cluster), on a port free there
+                master = self.wait([self.ranks[0].rendezvous_address.remote()])[0]
+                self.wait([rank.setup.remote(master, model_path, total_steps, steps, seed) for rank in self.ranks])
+                break
+            except BaseException as exc:
+                if attempt < RENDEZVOUS_ATTEMPTS and "EADDRINUSE" in str(exc):
+                    # The port was free when rank 0 looked and taken before the store bound it: new ranks,
+                    # a new port, the same placement.
+                    for rank in self.ranks:
+                        ray.kill(rank)
+                    continue
+                self.shutdown()  # no ranks or reserved CPUs left behind by a group that never started
+                raise
 
     def wait(self, calls: list[Any]) -> list[Any]:
         """Results of one call per rank; the first rank to die (or all to stall past the timeout) raises
