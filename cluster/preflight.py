@@ -69,6 +69,16 @@ def require(config: Config) -> None:
         raise PreflightError(f"cannot start: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
 
 
+def ready_to_start(config: Config, console: Any) -> bool:
+    """For an entry point's main: print every problem (exit code 2 is the caller's) or say yes."""
+    try:
+        require(config)
+    except PreflightError as exc:
+        console.print(str(exc), style="red", markup=False)
+        return False
+    return True
+
+
 def _filesystem(url: str, options: Optional[dict[str, Any]]) -> tuple[Any, str]:
     options = dict(options or {})
     quick = url.startswith(("s3://", "s3a://"))

@@ -21,7 +21,7 @@ import ray
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cluster.preflight import PreflightError, require
+from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
@@ -106,10 +106,7 @@ def run(config: Config, console: Console) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     config = config_from_cli(argv, default_config="configs/rollouts-toy.yaml", description=__doc__)
     console = Console()
-    try:
-        require(config)
-    except PreflightError as exc:
-        console.print(str(exc), style="red", markup=False)
+    if not ready_to_start(config, console):
         return 2
     run(config, console)
     return 0

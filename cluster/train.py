@@ -30,20 +30,19 @@ import ray
 from rich.console import Console
 
 from cluster.group_collector import GroupCollector
-from cluster.preflight import PreflightError, require
+from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
 from cluster.step_stats import StalenessStats, StepStats
 from cluster.train_report import (
     DashboardMetrics,
     baseline_summary,
-    heldout_summary,
     log_line,
     progress_bar,
     results_table,
+    run_summary,
     warn_infra_errors,
     warn_local_output,
-    write_plot,
     write_summary,
 )
 from cluster.train_state import (
@@ -67,7 +66,6 @@ from conductor.simulator.server import SimulatorServer
 from conductor.staleness import StalenessManager
 from conductor.tasks.splits import TaskSampler, split_tasks
 from conductor.timer import Timer
-from conductor.verifiers.sandbox import host_isolation
 
 __all__ = ["GrpoRecipe", "main", "train", "warm_start_policy"]
 
@@ -365,33 +363,15 @@ class GrpoRecipe:
         warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
         exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
         self._look_after_actors()
-        summary = self._summary(heldout, exported)
+        summary = run_summary(self.config, self.state, heldout, self.splits.heldout, self.baselines, self.out,
+                              policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
+                              chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
+                              wall_seconds=time.time() - self.started, store=self.store_path)
         publish_trained(self.out)
         write_summary(self.out, summary)
         self.console.print(results_table(summary))
         self.console.print(f"summary: {self.out.path('summary.json')}; policy: {exported}; "
                            f"checkpoints: {self.out.path('checkpoints')}; rollouts: {self.store_path}")
-        return summary
-
-    def _summary(self, heldout: RolloutStats, exported: str) -> dict[str, Any]:
-        state, config = self.state, self.config
-        baselines = baseline_summary(self.baselines)
-        summary = {
-            "run_name": config.run_name, **heldout_summary(heldout, self.splits.heldout), **baselines,
-            "margin_over_best_single": heldout.accuracy - baselines["best_single_accuracy"],
-            "sandbox_isolation": host_isolation(), "code_isolation_required": config.verifier.require_code_isolation,
-            "steps": state.step, "best_step": state.best_step, "best_val_accuracy": state.best_val,
-            "rollbacks": state.rollbacks, "policy_version": state.version, "policy_dir": exported,
-            "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
-            "engine_versions": self.engines.versions(allow_unavailable=True),
-            "chaos_kills": [f"{kind} {index}" for kind, index in self.chaos.kills],
-            "grpo_seconds": state.wall_seconds, "wall_seconds": time.time() - self.started,
-            "store": self.store_path}
-        if config.train.plot and state.history:
-            write_plot(state.history, state.evals, {"best_single": baselines["best_single_accuracy"],
-                                                    "random": baselines["random_router_accuracy"]},
-                       self.out.staged("curve.png"))
-            summary["curve_png"] = self.out.publish("curve.png")
         return summary
 
     def close(self) -> None:
@@ -414,12 +394,10 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()  # the log is one line per step
     console = Console(soft_wrap=True)
-    try:
-        require(config)
-        train(config, console)
-    except PreflightError as exc:
-        console.print(str(exc), style="red", markup=False)
+    if not ready_to_start(config, console):
         return 2
+    try:
+        train(config, console)
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
         console.print(f"[red]a cluster actor died and did not come back: {type(exc).__name__}: {exc}[/]\n"
                       f"Nothing already checkpointed is lost: rerun with --set train.resume=true")

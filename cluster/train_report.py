@@ -150,3 +150,27 @@ def warn_infra_errors(console: Console, what: str, count: int) -> None:
     if count:
         console.print(f"[yellow]{what}: {count} question(s) unscored (infrastructure errors: worker outages "
                       "or a sandbox that refused to run); accuracy is over the rest[/]")
+
+
+def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[Any],
+                baselines: dict[str, dict[str, float]], out: RunOutput, **facts: Any) -> dict[str, Any]:
+    """summary.json's content (docs/architecture.md lists the keys): the held-out result against the
+    baselines, what the loop did (``state``: steps, best, rollbacks, faults) and the driver's ``facts``
+    (exported policy, engine versions, chaos kills, wall time, store); draws curve.png when asked."""
+    from conductor.verifiers.sandbox import host_isolation
+
+    figures = baseline_summary(baselines)
+    summary = {
+        "run_name": config.run_name, **heldout_summary(heldout, heldout_tasks), **figures,
+        "margin_over_best_single": heldout.accuracy - figures["best_single_accuracy"],
+        "sandbox_isolation": host_isolation(), "code_isolation_required": config.verifier.require_code_isolation,
+        "steps": state.step, "best_step": state.best_step, "best_val_accuracy": state.best_val,
+        "rollbacks": state.rollbacks, "policy_version": state.version,
+        "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
+        "grpo_seconds": state.wall_seconds, **facts}
+    if config.train.plot and state.history:
+        write_plot(state.history, state.evals, {"best_single": figures["best_single_accuracy"],
+                                                "random": figures["random_router_accuracy"]},
+                   out.staged("curve.png"))
+        summary["curve_png"] = out.publish("curve.png")
+    return summary
