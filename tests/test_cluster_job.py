@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -137,15 +138,29 @@ def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout
             "--runtime-env", str(runtime_env), "--", *manifest_command(manifest)]
     for override in overrides:
         args += ["--set", override]
-    head.job("submit", *args)
     seen: set[str] = set()
+    done = threading.Event()
+
+    def scrape_each_second() -> None:
+        """A rank's gauges live only as long as the rank (seconds in a 2-step job): scrape at the report
+        interval, not between the status command's seconds-long runs."""
+        while not done.wait(1.0):
+            seen.update(head.scrape())
+
+    scraper = threading.Thread(target=scrape_each_second, daemon=True)
+    scraper.start()
+    head.job("submit", *args)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        seen |= head.scrape()
-        status = head.job("status", job, check=False)  # "Job '<id>' succeeded" (or failed, stopped)
-        if re.search(rf"Job '{job}' (succeeded|failed|stopped)", status, re.I):
-            break
-        time.sleep(5)
+    try:
+        while time.monotonic() < deadline:
+            status = head.job("status", job, check=False)  # "Job '<id>' succeeded" (or failed, stopped)
+            if re.search(rf"Job '{job}' (succeeded|failed|stopped)", status, re.I):
+                break
+            time.sleep(3)
+    finally:
+        done.set()
+        scraper.join(timeout=10)
+    seen.update(head.scrape())
     logs = head.job("logs", job)
     assert re.search(rf"Job '{job}' {outcome}", status, re.I), f"{status[-2000:]}\n{logs[-4000:]}"
     return logs, seen
