@@ -164,6 +164,20 @@ class SimulatorConfig(Section):
     faults: FaultRates = Field(default_factory=FaultRates)
     boost: float = Field(default=0.5, ge=0, le=1, description="P(wrong -> right) with a right answer in context")
     mislead: float = Field(default=0.3, ge=0, le=1, description="P(right -> wrong) with a wrong answer in context")
+    verify_keep: float = Field(default=0.85, ge=0, le=1, description="P(a verifier that cannot solve the item "
+                               "keeps the right answer it checks) rather than swap in its own wrong one")
+    verify_fix: float = Field(default=0.75, ge=0, le=1, description="P(a verifier that can solve the item "
+                              "catches and corrects the wrong answer it checks)")
+    aggregate_pick: float = Field(default=0.95, ge=0, le=1, description="P(an aggregator that can solve the item "
+                                  "picks the right answer among those it sees)")
+    aggregate_follow: float = Field(default=0.55, ge=0, le=1, description="P(an aggregator that cannot solve the "
+                                    "item adopts the most common answer it sees) rather than its own")
+    plan_follow: float = Field(default=0.6, ge=0, le=1, description="P(a solver that cannot solve the item "
+                               "succeeds with a right plan in view)")
+    plan_mislead: float = Field(default=0.2, ge=0, le=1, description="P(a wrong plan in view derails a solver "
+                                "that could solve the item)")
+    sample_noise: float = Field(default=0.5, ge=0, description="s.d. of per-sample skill noise when a request "
+                                "carries a `seed` (independent samples for consensus); 0 = one answer per prompt")
     data_dir: str = "../shared/data"
     toy_items_per_domain: int = Field(default=600, ge=10)
     mmlu_items: int = Field(default=600, ge=10, description="MMLU-STEM rows the paper-7 preset knows")
@@ -291,6 +305,21 @@ class TrainConfig(Section):
     plot: bool = True
 
 
+class EvaluateConfig(Section):
+    """The evaluation (cluster/evaluate.py): methods x questions x repeats over the pool."""
+
+    methods: list[str] = Field(default_factory=lambda: ["single", "oracle", "random", "self_reflection",
+                                                        "consensus", "moa"],
+                               description="see conductor/evaluation/method.py; 'single' = every worker")
+    split: Literal["all", "train", "val", "heldout"] = Field(
+        default="all", description="questions: all, or one split as training makes it (train.val_questions, "
+        "train.heldout_questions, seed)")
+    questions_per_domain: Optional[int] = Field(default=None, ge=1, description="the first N of each domain")
+    repeats: int = Field(default=1, ge=1, le=100)
+    concurrency: int = Field(default=64, ge=1, le=4096, description="attempts in flight")
+    title: str = "methods on the pool"
+
+
 class ChaosConfig(Section):
     """Fault injection for tests and demos: kill a random actor of the next listed kind every ``every_s``."""
 
@@ -327,6 +356,7 @@ class Config(Section):
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
 
     def store(self) -> tuple[str, dict[str, Any]]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from conductor.pool import ChatResult, Messages, WorkerCallError, WorkerPoolClient
 from conductor.roster import Roster
@@ -59,7 +60,9 @@ class WorkflowExecutor:
         return messages
 
     async def execute(self, workflow: Workflow, question: str, roster: Roster, *, round_index: int = 0,
-                      previous_final: Optional[Turn] = None) -> ExecutionResult:
+                      previous_final: Optional[Turn] = None,
+                      step_params: Optional[Sequence[dict[str, Any]]] = None) -> ExecutionResult:
+        """``step_params``: per-step sampling parameters (e.g. a ``seed`` per independent sample)."""
         steps = workflow.steps
         subtasks = [s.subtask for s in steps]
         results: dict[int, ChatResult] = {}
@@ -73,7 +76,8 @@ class WorkflowExecutor:
             messages = self.step_messages(index, step, question, responses, previous_final, subtasks)
             started = time.perf_counter()
             try:
-                result = await self.pool.chat(roster.worker_id(step.worker), messages)
+                result = await self.pool.chat(roster.worker_id(step.worker), messages,
+                                              step_params[index] if step_params else None)
             except WorkerCallError as exc:
                 errors[index] = str(exc)
                 raise

@@ -1,68 +1,114 @@
-"""What a simulated worker answers.
+"""What a simulated worker answers: a calibrated skill, and a behaviour that depends on its subtask and on
+what it sees.
 
-Base skill, calibrated and correlated: within a domain every item gets a difficulty ``z_i ~ N(0, 1)``
-and each worker a private noise ``e_wi ~ N(0, 1)``; worker w gets right exactly the
-``round(acc_w,d * n_d)`` items with the lowest ``z_i + e_wi``. So each worker's accuracy on the known
-set equals its table value, and workers tend to fail on the same (hard) items.
+**Skill.** Within a domain every item gets a difficulty ``z_i ~ N(0, 1)`` and each worker a private noise
+``e_wi ~ N(0, 1)``; worker w solves exactly the ``round(acc_w,d * n_d)`` items with the lowest
+``z_i + e_wi``. So each worker's accuracy on the known set equals its table value, and workers tend to
+fail on the same (hard) items. The threshold between solved and unsolved gives each (worker, item) a
+margin; a request carrying a ``seed`` adds ``N(0, sample_noise)`` to it (an independent sample, as for
+consensus), and a request without one always gets the same answer.
 
-Step interactions, on top: if an earlier turn in the worker's context holds a right answer, a wrong
-base answer turns right with probability ``boost``; if it holds only wrong answers, a right base answer
-turns wrong with probability ``mislead``. Draws are hashes of (seed, worker, item, context), so a
-request always gets the same answer: seeded and reproducible.
+**Behaviour** (conductor/simulator/roles.py reads the role from the subtask). "Can solve" below is the
+worker's own skill on the item; every draw is a hash of (seed, worker, item, messages, sample seed).
 
-Answers are rendered in the format the question asks for (\\boxed{}, ``#### N``, ``Answer: X``, a
-python block); wrong answers are plausible (a near number, another option, broken code).
+- *solve*, with earlier answers in view: a worker that cannot solve turns right with probability
+  ``boost`` if one of them is right; one that can turns wrong with probability ``mislead`` if all are
+  wrong. With only a plan in view: a right plan makes a worker that cannot solve right with probability
+  ``plan_follow``; a wrong one derails a worker that can with probability ``plan_mislead``.
+- *verify* (checks the latest answer in view): a right answer stays right if the worker can solve, and
+  otherwise with probability ``verify_keep`` (else the worker swaps in its own wrong answer); a wrong
+  answer is caught and corrected with probability ``verify_fix`` if the worker can solve, and otherwise
+  stands. Checking your own answer therefore changes nothing: a worker does not find its own mistakes.
+- *aggregate* (several answers in view): a worker that can solve picks the right answer with probability
+  ``aggregate_pick`` (else the most common one); one that cannot adopts the most common answer with
+  probability ``aggregate_follow``, and otherwise gives its own.
+- *plan*: states a key idea and no answer; the idea is right if the worker can solve.
+
+No behaviour makes a right answer out of nothing: a workflow is right only if some worker in it could
+solve the item (with a seed's noise, on that sample). Redundant steps cost what they read and write.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import math
 import re
 import statistics
+from dataclasses import dataclass
 from typing import Optional
 
+from conductor.config import SimulatorConfig
 from conductor.pool import Messages
 from conductor.simulator.presets import SimPreset, SimWorker
+from conductor.simulator.render import key_idea, own_value, plan_is_right, render_answer, render_plan, uniform
+from conductor.simulator.roles import Role, classify
 from conductor.tasks.task import Task
-from conductor.verifiers.code_tests import extract_code
-from conductor.verifiers.gsm8k import extract_number, to_decimal
-from conductor.verifiers.math_answer import extract_boxed, normalise_latex
-from conductor.verifiers.multiple_choice import LETTERS, extract_letter
-from conductor.verifiers.text_match import extract_answer, normalise
+from conductor.verifiers.answer_key import answer_key, final_value, is_right
 
 KEY_CHARS = 48  # tasks are indexed by their first characters, then matched on the whole prompt
 _QUESTION_MARKER = re.compile(r"Question:\s*\n")
 _NORMAL = statistics.NormalDist()
 
 
-def uniform(*parts: object) -> float:
-    digest = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest()
-    return (int.from_bytes(digest, "big") + 0.5) / 2 ** 64
-
-
 def normalise_space(text: str) -> str:
     return " ".join(text.split())
 
 
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    correct: Optional[bool]  # None: an unknown question, or a plan (no answer)
+    task_id: Optional[str]
+    role: Role = Role.SOLVE
+    reasoning_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An earlier answer in the worker's context."""
+    value: str
+    key: str
+    right: bool
+
+
 class Oracle:
-    def __init__(self, preset: SimPreset, seed: int = 0, boost: float = 0.5, mislead: float = 0.3):
+    def __init__(self, preset: SimPreset, config: SimulatorConfig):
         self.workers = {w.name: w for w in preset.workers}
-        self.seed, self.boost, self.mislead = seed, boost, mislead
+        self.config = config
+        self.seed = config.seed
         self.tasks_by_key: dict[str, list[tuple[str, Task]]] = {}
         for task in preset.tasks:
             prompt = normalise_space(task.prompt)
             self.tasks_by_key.setdefault(prompt[:KEY_CHARS], []).append((prompt, task))
-        self.base_correct: dict[tuple[str, str], bool] = {}
+        self.margin: dict[tuple[str, str], float] = {}
         for domain in sorted({t.domain for t in preset.tasks}):
             items = [t for t in preset.tasks if t.domain == domain]
-            difficulty = {t.id: _NORMAL.inv_cdf(uniform(seed, "difficulty", t.id)) for t in items}
+            rho = preset.error_correlation.get(domain, 0.5)
+            weight = math.sqrt(rho / (1 - rho))  # corr(score_w, score_v) = weight^2 / (weight^2 + 1) = rho
+            difficulty = {t.id: weight * _NORMAL.inv_cdf(uniform(self.seed, "difficulty", t.id)) for t in items}
             for worker in preset.workers:
-                accuracy = worker.accuracy.get(domain, 0.0)
-                ranked = sorted(items, key=lambda t: difficulty[t.id]
-                                + _NORMAL.inv_cdf(uniform(seed, "noise", worker.name, t.id)))
-                cutoff = round(accuracy * len(items))
-                for rank, task in enumerate(ranked):
-                    self.base_correct[(worker.name, task.id)] = rank < cutoff
+                score = {t.id: difficulty[t.id] + _NORMAL.inv_cdf(uniform(self.seed, "noise", worker.name, t.id))
+                         for t in items}
+                ranked = sorted(score.values())
+                cutoff = round(worker.accuracy.get(domain, 0.0) * len(items))
+                low = ranked[cutoff - 1] if cutoff > 0 else ranked[0] - 1.0
+                high = ranked[cutoff] if cutoff < len(ranked) else ranked[-1] + 1.0
+                threshold = (low + high) / 2
+                for task in items:
+                    self.margin[(worker.name, task.id)] = threshold - score[task.id]
+
+    @property
+    def base_correct(self) -> dict[tuple[str, str], bool]:
+        """Whether each worker solves each item alone, without a sample seed."""
+        return {key: margin > 0 for key, margin in self.margin.items()}
+
+    def can_solve(self, worker: str, task: Task, sample_seed: Optional[int]) -> bool:
+        margin = self.margin.get((worker, task.id), -1.0)
+        if sample_seed is not None and self.config.sample_noise > 0:
+            margin += self.config.sample_noise * _NORMAL.inv_cdf(uniform(self.seed, "sample", worker, task.id,
+                                                                         sample_seed))
+        return margin > 0
 
     def _lookup(self, text: str) -> Optional[Task]:
         text = normalise_space(text)
@@ -84,74 +130,68 @@ class Oracle:
                     return task
         return None
 
-    def is_right(self, task: Task, text: str) -> bool:
-        """A cheap check of an earlier turn (no sandbox): does it state the gold answer?"""
-        kind = task.verifier
-        if kind == "math":
-            boxed = extract_boxed(text)
-            return boxed is not None and normalise_latex(boxed) == normalise_latex(task.answer)
-        if kind == "number":
-            number = extract_number(text)
-            return number is not None and to_decimal(number) == to_decimal(task.answer)
-        if kind == "choice":
-            return extract_letter(text, task.meta["num_options"]) == task.answer
-        if kind == "humaneval":
-            return task.answer.strip() != "" and task.answer.rstrip() in extract_code(text)
-        answer = extract_answer(text)
-        return answer is not None and normalise(answer) == normalise(task.answer)
-
-    def context_state(self, task: Task, messages: Messages) -> Optional[bool]:
-        """True if an earlier turn is right, False if earlier turns are all wrong, None if there are none."""
-        earlier = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
-        if not earlier:
-            return None
-        return any(self.is_right(task, text) for text in earlier)
-
-    def decide(self, worker: SimWorker, task: Task, messages: Messages) -> bool:
-        correct = self.base_correct.get((worker.name, task.id), False)
-        context = self.context_state(task, messages)
-        draw = uniform(self.seed, "context", worker.name, task.id, hashlib.blake2b(
-            repr(messages).encode(), digest_size=8).hexdigest())
-        if context is True and not correct:
-            correct = draw < self.boost
-        elif context is False and correct:
-            correct = draw >= self.mislead
-        return correct
-
-    def answer(self, worker_name: str, messages: Messages) -> tuple[str, Optional[bool], Optional[str]]:
-        """(response text, whether it is right or None for an unknown question, task id)."""
+    def answer(self, worker_name: str, messages: Messages, sample_seed: Optional[int] = None) -> Reply:
         worker = self.workers[worker_name]
         task = self.find_task(messages)
         if task is None:
-            return "I could not identify enough information to answer this.", None, None
-        correct = self.decide(worker, task, messages)
-        return render(task, correct, uniform(self.seed, "wrong", worker.name, task.id)), correct, task.id
+            return Reply("I could not identify enough information to answer this.", None, None)
+        earlier = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
+        seen = []
+        plans = []
+        for text in earlier:
+            value = final_value(task, text)
+            if value is not None:
+                seen.append(Seen(value, answer_key(task, value), is_right(task, value)))
+            else:
+                plan = plan_is_right(self.seed, task, text)
+                if plan is not None:
+                    plans.append(plan)
+        subtask = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+        role = classify(subtask, len(seen))
+        own = self.can_solve(worker_name, task, sample_seed)
+        sample = () if sample_seed is None else (sample_seed,)
+        draw = uniform(self.seed, "context", worker_name, task.id,
+                       hashlib.blake2b(repr(messages).encode(), digest_size=8).hexdigest(), *sample)
+        style = uniform(self.seed, "style", task.id)  # one length per item: equal answers read the same
+        reasoning = int(worker.reasoning_tokens * (0.5 + uniform(self.seed, "reasoning", worker_name, task.id,
+                                                                 sample_seed)))
+        if role is Role.PLAN:
+            text = render_plan(task, key_idea(self.seed, task, own, worker_name), worker, style)
+            return Reply(text, None, task.id, role, reasoning)
+        value = self._decide(role, worker, task, own, seen, plans, draw,
+                             uniform(self.seed, "wrong", worker_name, task.id, *sample))
+        right = is_right(task, value)
+        return Reply(render_answer(task, value, worker, role.value, style), right, task.id, role, reasoning)
+
+    def _decide(self, role: Role, worker: SimWorker, task: Task, own: bool, seen: list[Seen], plans: list[bool],
+                draw: float, wrong_draw: float) -> str:
+        """The value the worker states; ``wrong_draw`` picks its wrong answer (a new one per sample)."""
+        c = self.config
+        wrong = own_value(task, False, wrong_draw)
+        gold = own_value(task, True, 0.0)
+        mine = gold if own else wrong
+        if role is Role.AGGREGATE:
+            if own:
+                return gold if draw < c.aggregate_pick else _most_common(seen).value
+            return _most_common(seen).value if draw < c.aggregate_follow else mine
+        if role is Role.VERIFY:
+            checked = seen[-1]
+            if checked.right:
+                return gold if own or draw < c.verify_keep else mine
+            return gold if own and draw < c.verify_fix else checked.value
+        if seen:  # solving with answers in view
+            if any(s.right for s in seen):
+                return gold if own or draw < c.boost else mine
+            return wrong if own and draw < c.mislead else mine
+        if plans:
+            if plans[-1]:
+                return gold if own or draw < c.plan_follow else mine
+            return wrong if own and draw < c.plan_mislead else mine
+        return mine
 
 
-def _pick(options: list[str], draw: float) -> str:
-    return options[int(draw * len(options)) % len(options)]
-
-
-def render(task: Task, correct: bool, draw: float) -> str:
-    kind, gold = task.verifier, task.answer
-    if kind == "humaneval":
-        body = gold if correct else "\n".join(gold.rstrip().split("\n")[:-1]) + "\n"
-        return f"Here is the implementation.\n\n```python\n{task.meta['prompt']}{body}```"
-    if kind == "choice":
-        others = [LETTERS[i] for i in range(task.meta["num_options"]) if LETTERS[i] != gold]
-        return f"Weighing each option in turn.\nAnswer: {gold if correct else _pick(others, draw)}"
-    wrong = task.meta.get("wrong_answers") or _generic_wrong(task)
-    value = gold if correct else _pick(list(wrong), draw)
-    if kind == "number":
-        return f"Working through it step by step.\n#### {value}"
-    if kind == "math":
-        return f"Working through it step by step.\n\nThe final answer is $\\boxed{{{value}}}$."
-    return f"Answer: {value}"
-
-
-def _generic_wrong(task: Task) -> list[str]:
-    """Near misses that are never equivalent to the gold answer."""
-    number = to_decimal(task.answer)
-    if number is not None:
-        return [str(number + 1), str(number - 1), str(number + 10)]
-    return [f"{task.answer}+1", f"{task.answer}-1"]
+def _most_common(seen: list[Seen]) -> Seen:
+    """The answer stated most often; among equals, the latest."""
+    counts = collections.Counter(s.key for s in seen)
+    top = max(counts.values())
+    return next(s for s in reversed(seen) if counts[s.key] == top)

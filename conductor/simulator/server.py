@@ -90,7 +90,7 @@ class SimulatorState:
     def __init__(self, config: SimulatorConfig, preset: SimPreset):
         self.config = config
         self.preset = preset
-        self.oracle = Oracle(preset, config.seed, config.boost, config.mislead)
+        self.oracle = Oracle(preset, config)
         self.workers = {w.name: w for w in preset.workers}
         self.rng = random.Random(config.seed)
         self.accepted: collections.deque[float] = collections.deque()  # accepted arrivals in the window, sorted
@@ -139,6 +139,13 @@ class SimulatorState:
         self.counts[outcome] += 1
         self.log.append({"t": time.time() if arrived is None else arrived, "worker": worker, "status": status,
                          "outcome": outcome, "call_id": call_id})
+
+
+def _sample_seed(body: dict[str, Any]) -> Optional[int]:
+    """A request's ``seed`` asks for an independent sample (see the oracle); none, or a non-integer, asks
+    for the worker's one answer."""
+    seed = body.get("seed")
+    return seed if type(seed) is int else None
 
 
 def _retry_after_headers(seconds: float) -> dict[str, str]:
@@ -211,18 +218,19 @@ def create_app(config: SimulatorConfig, preset: Optional[SimPreset] = None) -> F
             record(model, 200, "fault_malformed")
             return Response('{"id": "chatcmpl-broken", "choices": [', media_type="application/json")
         await asyncio.sleep(state.latency_s(model) + (config.faults.hang_s if fault == "timeout" else 0.0))
-        text, _correct, _task_id = state.oracle.answer(model, messages)
-        completion_tokens = count_tokens(text)
-        finish = "stop"
+        reply = state.oracle.answer(model, messages, _sample_seed(body))
+        text, completion_tokens, finish = reply.text, count_tokens(reply.text), "stop"
         if completion_tokens > max_tokens:
             text, completion_tokens, finish = text[: max_tokens * CHARS_PER_TOKEN], max_tokens, "length"
+        reasoning_tokens = min(reply.reasoning_tokens, max(0, max_tokens - completion_tokens))
         record(model, 200, "fault_timeout" if fault == "timeout" else "ok")
         return JSONResponse(headers=state.limit_headers(time.monotonic()), content={
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
             "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens + reasoning_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens + reasoning_tokens,
+                      "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}},
         })
 
     return app
