@@ -1,4 +1,5 @@
-# On a fresh machine: `make train` (the main job: train a Conductor on the simulated toy pool),
+# On a fresh machine: `make train` (the main job: train a Conductor on the simulated toy pool), `make eval`
+# (every baseline method on the simulated paper-7 orchestra),
 # `make demo` (one question through a scripted pool) and `make test`.
 # Both create and reuse .venv; it is rebuilt when pyproject.toml changes.
 PYTHON_BOOTSTRAP ?= python3
@@ -15,7 +16,7 @@ export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: train demo test test-fast venv clean
+.PHONY: train eval demo test test-fast venv clean
 
 venv: $(STAMP)
 
@@ -31,6 +32,10 @@ $(STAMP): pyproject.toml
 train: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	$(PY) -m cluster.train --config configs/train-toy.yaml $(if $(ARGS),$(ARGS),)
+
+eval: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m cluster.evaluate --config configs/eval-paper7.yaml $(if $(ARGS),$(ARGS),)
 
 demo: $(STAMP)
 	@mkdir -p $(TMPDIR)

@@ -1,0 +1,142 @@
+"""Evaluate methods over datasets and a pool: accuracy +- s.e., calls, tokens, $ and latency per question.
+
+    .venv/bin/python -m cluster.evaluate --config configs/eval-paper7.yaml          # or: make eval
+    .venv/bin/python -m cluster.evaluate --config configs/eval-paper7.yaml \\
+        --set 'evaluate.methods=[single,moa]' --set evaluate.split=heldout --set evaluate.repeats=3
+
+Questions: the configured datasets, or the simulated preset's; all of them or one split as training makes
+it. Pool: the configured providers (real APIs), or, when ``pool.workers`` is empty, the simulated preset,
+started here. Writes ``<output.dir>/<run_name>/`` outcomes.parquet, report.json, report.md and two PNGs,
+and prints the table. Runs in this process (no Ray): every method here only calls the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from conductor.config import Config
+from conductor.config_loader import config_from_cli
+from conductor.evaluation.harness import Harness
+from conductor.evaluation.method import MethodContext, build_methods
+from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.report import AVERAGE, summarise, with_oracle
+from conductor.evaluation.report_files import FILES, write_report
+from conductor.executor import WorkflowExecutor
+from conductor.local_pool import LocalPool
+from conductor.roster import Roster
+from conductor.run_output import RunOutput
+from conductor.simulator.presets import load_preset, simulated_pool_config
+from conductor.simulator.server import SimulatorServer
+from conductor.tasks import Task, load_tasks
+from conductor.tasks.splits import split_tasks
+
+
+def questions_for(config: Config) -> list[Task]:
+    """The configured datasets (or the simulated preset's tasks), cut to the split and per-domain limit."""
+    tasks = [t for spec in config.data.datasets for t in load_tasks(spec)] or list(load_preset(config.simulator).tasks)
+    if config.evaluate.split != "all":
+        splits = split_tasks(tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
+        tasks = list(getattr(splits, config.evaluate.split))
+    if config.evaluate.questions_per_domain:
+        taken: dict[str, int] = defaultdict(int)
+        kept = []
+        for task in tasks:
+            if taken[task.domain] < config.evaluate.questions_per_domain:
+                taken[task.domain] += 1
+                kept.append(task)
+        tasks = kept
+    if not tasks:
+        raise ValueError("no questions to evaluate")
+    return tasks
+
+
+async def run_methods(config: Config, tasks: list[Task], console: Console) -> list[Outcome]:
+    pool = LocalPool(config.pool, seed=config.seed)
+    try:
+        context = MethodContext(Roster.full(config.pool.workers),
+                                WorkflowExecutor(pool, question_visibility=config.executor.question_visibility),
+                                config.seed)
+        methods = build_methods(config.evaluate.methods, context)
+        total = len(methods) * len(tasks) * config.evaluate.repeats
+        columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[last]}"))
+        with Progress(*columns, console=console, transient=False) as progress:
+            bar = progress.add_task("evaluate", total=total, last="")
+            done = progress.update
+
+            def on_done(outcome: Outcome) -> None:
+                done(bar, advance=1, last=outcome.method)
+
+            harness = Harness(config.verifier, concurrency=config.evaluate.concurrency)
+            return await harness.run(methods, tasks, config.evaluate.repeats, on_done)
+    finally:
+        await pool.close()
+
+
+def print_table(console: Console, table: dict, domains: list[str]) -> None:
+    view = Table(title="accuracy % (± s.e.) and cost per question")
+    for column in ["method", *domains, AVERAGE, "calls", "worker tok", "$ / q"]:
+        view.add_column(column, justify="left" if column == "method" else "right")
+    for name, cells in table.items():
+        avg = cells[AVERAGE]
+        view.add_row(name, *[f"{100 * cells[d].accuracy:.1f} ± {100 * cells[d].se:.1f}" if d in cells else ""
+                             for d in domains],
+                     f"{100 * avg.accuracy:.1f}", f"{avg.worker_calls:.1f}", f"{avg.worker_tokens:,.0f}",
+                     f"{avg.usd:.5f}")
+    console.print(view)
+
+
+def run(config: Config, console: Console, command: str = "") -> dict:
+    tasks = questions_for(config)
+    out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
+    with contextlib.ExitStack() as stack:
+        if not config.pool.workers:
+            sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
+            config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
+        outcomes = asyncio.run(run_methods(config, tasks, console))
+    if "oracle" in config.evaluate.methods:
+        outcomes = with_oracle(outcomes)
+    table = summarise(outcomes)
+    domains = sorted({t.domain for t in tasks})
+    print_table(console, table, domains)
+    simulated = not config.pool.workers or config.pool.providers[0].id == "sim"
+    meta = {"title": config.evaluate.title, "command": command, "questions": len(tasks),
+            "repeats": config.evaluate.repeats, "split": config.evaluate.split, "seed": config.seed,
+            "workers": [w.id for w in config.pool.workers],
+            "note": (f"Simulated pool (`{config.simulator.preset}`, worker latency "
+                     f"x{config.simulator.latency_scale:g})." if simulated else "")}
+    with tempfile.TemporaryDirectory() as staging:
+        paths = write_report(Path(staging), outcomes, table, meta)
+        for path in paths:
+            target = out.staged(path.name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+            out.publish(path.name)
+    console.print(f"report: {out.path('report.md')} (also {', '.join(f for f in FILES if f != 'report.md')})")
+    return {"table": table, "outcomes": outcomes, "output": out.path()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = config_from_cli(argv, default_config="configs/eval-paper7.yaml", description=__doc__)
+    command = "python -m cluster.evaluate " + shlex.join(sys.argv[1:] if argv is None else argv)
+    try:
+        console = Console()
+        run(config, console if console.is_terminal else Console(width=200), command)
+    except ValueError as exc:
+        Console(stderr=True).print(f"[red]evaluate: {exc}[/]")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""One interface for every method the evaluation compares: ``await method.attempt(task, repeat)``.
+
+A method gets a ``MethodContext`` (the pool's workers in their configured order, an executor over the
+pool, a seed) and returns an ``Attempt``; the harness times, verifies and records it. ``build_methods``
+turns the names a user writes in ``evaluate.methods`` into methods; a name without ``:<worker>`` expands to
+one method per worker (``single`` -> ``single:gpt-5``, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from conductor.evaluation.outcome import Attempt
+from conductor.executor import WorkflowExecutor
+from conductor.roster import Roster
+from conductor.tasks.task import Task
+
+PER_WORKER = ("single", "self_reflection", "consensus")
+POOL_WIDE = ("random", "moa")
+DERIVED = ("oracle",)  # computed by the report from other methods' rows
+KNOWN = PER_WORKER + POOL_WIDE + DERIVED
+
+
+class Method(Protocol):
+    name: str
+
+    async def attempt(self, task: Task, repeat: int) -> Attempt: ...
+
+
+@dataclass(frozen=True)
+class MethodContext:
+    roster: Roster
+    executor: WorkflowExecutor
+    seed: int = 0
+
+
+def build_methods(names: list[str], context: MethodContext) -> list[Method]:
+    """Methods in the order named; raises ValueError naming an unknown method or worker."""
+    from conductor.evaluation import fixed_methods as fixed
+
+    workers = list(context.roster.worker_ids)
+    methods: list[Method] = []
+    for name in names:
+        kind, _, worker = name.partition(":")
+        if kind not in KNOWN:
+            raise ValueError(f"unknown method {kind!r}; known: {', '.join(KNOWN)}")
+        if kind in DERIVED:
+            continue
+        if kind in POOL_WIDE:
+            if worker:
+                raise ValueError(f"method {kind!r} uses the whole pool; it takes no ':<worker>'")
+            cls = fixed.RandomRouter if kind == "random" else fixed.MixtureOfAgents
+            methods.append(cls(name, context))
+            continue
+        if worker and worker not in workers:
+            raise ValueError(f"method {name!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
+        cls = {"single": fixed.SingleWorker, "self_reflection": fixed.SelfReflection,
+               "consensus": fixed.Consensus}[kind]
+        methods += [cls(f"{kind}:{w}", context, workers.index(w)) for w in ([worker] if worker else workers)]
+    if "oracle" in names and not any(m.name.startswith("single:") for m in methods):
+        methods += [fixed.SingleWorker(f"single:{w}", context, i) for i, w in enumerate(workers)]
+    unique: dict[str, Method] = {}
+    for method in methods:
+        unique.setdefault(method.name, method)
+    return list(unique.values())

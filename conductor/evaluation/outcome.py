@@ -1,0 +1,74 @@
+"""The evaluation's contracts: what a method returns for one question (``Attempt``), and the row the
+harness keeps for it once the answer is verified (``Outcome``: one Parquet row, one entry of the report).
+
+Every method reaches workers through the same executor and pool, so calls, tokens, dollars and latency
+are counted the same way for all of them: from the step traces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from conductor.trace import StepTrace
+
+
+@dataclass
+class Attempt:
+    answer: Optional[str]
+    steps: list[StepTrace] = field(default_factory=list)
+    infra_error: Optional[str] = None
+    conductor_tokens: int = 0
+    rounds: int = 1  # workflows executed (a recursive conductor may run more than one)
+    parse_error: Optional[str] = None  # a conductor's output that was not a workflow
+    fallback: bool = False  # the answer came from a fallback, not from the method's own plan
+
+
+@dataclass(frozen=True)
+class Outcome:
+    method: str
+    task_id: str
+    domain: str
+    repeat: int
+    correct: Optional[bool]  # None: an infrastructure error, never counted as a wrong answer
+    worker_calls: int
+    worker_prompt_tokens: int
+    worker_completion_tokens: int
+    conductor_tokens: int
+    usd: float
+    latency_s: float
+    steps: int
+    rounds: int
+    workers: tuple[str, ...]  # in step order, repeats kept
+    access: tuple[str, ...]  # each step's access list as written: "all", "[]", "[0, 1]"
+    parse_error: Optional[str] = None
+    fallback: bool = False
+    error: Optional[str] = None
+
+    @property
+    def worker_tokens(self) -> int:
+        return self.worker_prompt_tokens + self.worker_completion_tokens
+
+    def row(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["workers"], row["access"] = list(self.workers), list(self.access)
+        return row
+
+
+def outcome_of(method: str, task_id: str, domain: str, repeat: int, attempt: Attempt, correct: Optional[bool],
+               latency_s: float) -> Outcome:
+    ran = [s for s in attempt.steps if s.response is not None]
+    failed = [s for s in attempt.steps if s.response is None and s.error and not s.error.startswith("not run")]
+    return Outcome(
+        method=method, task_id=task_id, domain=domain, repeat=repeat,
+        correct=None if attempt.infra_error else correct,
+        worker_calls=len(ran) + len(failed), worker_prompt_tokens=sum(s.tokens_in for s in ran),
+        worker_completion_tokens=sum(s.tokens_out for s in ran), conductor_tokens=attempt.conductor_tokens,
+        usd=sum(s.cost_usd for s in ran), latency_s=latency_s, steps=len(attempt.steps), rounds=attempt.rounds,
+        workers=tuple(s.worker_id for s in attempt.steps),
+        access=tuple(_access_text(s.access) for s in attempt.steps),
+        parse_error=attempt.parse_error, fallback=attempt.fallback, error=attempt.infra_error)
+
+
+def _access_text(access: Any) -> str:
+    return "all" if access == "all" else "[" + ", ".join(map(str, access)) + "]"

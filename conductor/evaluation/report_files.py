@@ -1,0 +1,138 @@
+"""The evaluation's files: ``outcomes.parquet`` (one row per attempt), ``report.json`` (the summary, for other
+tools), ``report.md`` (the table, and the side-by-side with the paper when the domains match) and two PNGs:
+accuracy against $ per question with every method on it, and steps per workflow by domain.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.paper_reference import DOMAINS, PAPER, SELF_REFLECTION_GAIN, TOLERANCE
+from conductor.evaluation.report import AVERAGE, Cell, as_json, best_of
+
+FILES = ("outcomes.parquet", "report.json", "report.md", "accuracy_cost.png", "steps_by_domain.png")
+
+
+def write_report(directory: Path, outcomes: Sequence[Outcome], table: dict[str, dict[str, Cell]],
+                 meta: dict[str, Any]) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / name for name in FILES]
+    pq.write_table(pa.Table.from_pylist([o.row() for o in outcomes]), paths[0])
+    paths[1].write_text(json.dumps(as_json(table, meta), indent=2) + "\n")
+    paths[2].write_text(markdown(table, meta))
+    plot_accuracy_cost(table, paths[3])
+    plot_steps(outcomes, paths[4])
+    return paths
+
+
+def _pct(value: float) -> str:
+    return "—" if value is None or math.isnan(value) else f"{100 * value:.2f}"
+
+
+def markdown(table: dict[str, dict[str, Cell]], meta: dict[str, Any]) -> str:
+    domains = sorted({d for cells in table.values() for d in cells if d != AVERAGE})
+    lines = [f"# Evaluation: {meta.get('title', 'methods on the pool')}", ""]
+    if meta.get("command"):
+        lines += ["Made by:", "", f"    {meta['command']}", ""]
+    lines += [f"{meta.get('questions', '?')} questions ({', '.join(domains)}), {meta.get('repeats', 1)} repeat(s). "
+              "Accuracy in % ± s.e. over questions; calls, tokens, $ and latency are means per question. "
+              f"{meta.get('note', '')}".rstrip(), ""]
+    header = ["method", *domains, AVERAGE, "calls", "worker tokens", "conductor tokens", "$ / question",
+              "latency s", "steps", "infra errors"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, cells in table.items():
+        avg = cells[AVERAGE]
+        row = [name] + [f"{_pct(cells[d].accuracy)} ± {_pct(cells[d].se)}" if d in cells else "" for d in domains]
+        row += [f"{_pct(avg.accuracy)}", f"{avg.worker_calls:.2f}", f"{avg.worker_tokens:,.0f}",
+                f"{avg.conductor_tokens:,.0f}", f"{avg.usd:.5f}", f"{avg.latency_s:.3f}", f"{avg.steps:.2f}",
+                str(avg.infra_errors)]
+        lines.append("| " + " | ".join(row) + " |")
+    if set(DOMAINS) <= set(domains):
+        lines += ["", *paper_comparison(table)]
+    return "\n".join(lines) + "\n"
+
+
+def paper_comparison(table: dict[str, dict[str, Cell]]) -> list[str]:
+    """The issue's calibration checks: best single per domain, MoA and best self-reflection against the paper."""
+    lines = ["## Against the paper (Table 7, constrained in-domain)", "",
+             "| figure | " + " | ".join(DOMAINS) + " | within ±3 |", "|---|" + "---|" * (len(DOMAINS) + 1)]
+    for label, prefix, reference in (("best single worker", "single:", PAPER["best_single"]),
+                                     ("MoA", "moa", PAPER["moa"])):
+        found = [best_of(table, prefix, d) for d in DOMAINS]
+        if not all(found):
+            continue
+        diffs = [100 * f[1].accuracy - reference[d] for f, d in zip(found, DOMAINS)]
+        cells = [f"{100 * f[1].accuracy:.2f} vs {reference[d]:.2f} ({diff:+.2f})"
+                 for f, d, diff in zip(found, DOMAINS, diffs)]
+        within = "yes" if max(map(abs, diffs)) <= TOLERANCE else "NO"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {within} |")
+    reflection = [name for name in table if name.startswith("self_reflection:")]
+    if reflection:
+        best = max(reflection, key=lambda n: table[n][AVERAGE].accuracy)
+        single = table.get("single:" + best.partition(":")[2])
+        if single:
+            gain = 100 * (table[best][AVERAGE].accuracy - single[AVERAGE].accuracy)
+            lines.append(f"| best 5x self-reflection ({best}) over the same worker, average | "
+                         f"{gain:+.2f} vs paper {SELF_REFLECTION_GAIN:+.2f} | | | "
+                         f"{'yes' if abs(gain - SELF_REFLECTION_GAIN) <= TOLERANCE else 'NO'} |")
+    return lines
+
+
+def plot_accuracy_cost(table: dict[str, dict[str, Cell]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(9, 5.5))
+    for name, cells in table.items():
+        avg = cells[AVERAGE]
+        conductor = name.startswith("conductor")
+        axis.scatter(max(avg.usd, 1e-7), 100 * avg.accuracy, marker="*" if conductor else "o",
+                     s=160 if conductor else 36, zorder=3)
+        axis.annotate(name, (max(avg.usd, 1e-7), 100 * avg.accuracy), fontsize=7, xytext=(4, 2),
+                      textcoords="offset points")
+    axis.set_xscale("log")
+    axis.set_xlabel("$ per question (log scale)")
+    axis.set_ylabel("accuracy, % (mean over domains)")
+    axis.set_title("Accuracy against cost")
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def plot_steps(outcomes: Sequence[Outcome], path: Path) -> None:
+    """Steps per workflow by domain, for the conductor methods (every method if there is none)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = [o for o in outcomes if o.method.startswith("conductor")] or list(outcomes)
+    methods = list(dict.fromkeys(o.method for o in chosen))[:8]
+    domains = sorted({o.domain for o in chosen})
+    figure, axes = plt.subplots(1, max(1, len(domains)), figsize=(4 * max(1, len(domains)), 3.6), squeeze=False)
+    for axis, domain in zip(axes[0], domains):
+        width = 0.8 / max(1, len(methods))
+        for k, method in enumerate(methods):
+            counts = Counter(o.steps for o in chosen if o.domain == domain and o.method == method)
+            total = sum(counts.values()) or 1
+            xs = sorted(counts)
+            axis.bar([x + k * width for x in xs], [counts[x] / total for x in xs], width, label=method)
+        axis.set_title(domain)
+        axis.set_xlabel("steps per workflow")
+        axis.set_ylabel("share of questions")
+    axes[0][0].legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,140 @@
+"""The evaluation entry point end to end: cluster.evaluate over the real simulator server (HTTP, the
+official client inside the pool), a few questions per domain, every non-conductor method; then the full
+paper-7 calibration of the baselines against the paper, in-process."""
+
+import asyncio
+import json
+import statistics
+from collections import defaultdict
+
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+from cluster.evaluate import main as evaluate_main
+from cluster.evaluate import run
+from conductor.config import FaultRates, SimulatorConfig
+from conductor.config_loader import load_config
+from conductor.evaluation.harness import Harness
+from conductor.evaluation.method import MethodContext, build_methods
+from conductor.evaluation.paper_reference import PAPER, SELF_REFLECTION_GAIN, TOLERANCE
+from conductor.evaluation.report import AVERAGE, summarise
+from conductor.executor import WorkflowExecutor
+from conductor.roster import Roster
+from conductor.simulator.oracle import Oracle
+from conductor.simulator.presets import PAPER7_TABLE, load_preset, simulated_pool_config
+from conductor.simulator.server import SimulatorServer
+from tests.support.direct_pool import DirectPool
+
+PER_DOMAIN = 6
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("eval")
+    argv = ["--config", "configs/eval-paper7.yaml", "--set", f"output.dir={out}", "--set", "run_name=t",
+            "--set", f"simulator.data_dir={shared_data}", "--set", f"evaluate.questions_per_domain={PER_DOMAIN}",
+            "--set", "simulator.latency_scale=0", "--set", "evaluate.repeats=2",
+            "--set", "evaluate.methods=[single,oracle,random,self_reflection:gpt-5,consensus:gemini-2.5-pro,moa]"]
+    assert evaluate_main(argv) == 0
+    run = out / "t"
+    rows = pq.read_table(run / "outcomes.parquet").to_pylist()
+    return run, rows
+
+
+def test_the_report_files_are_written(evaluated):
+    run, rows = evaluated
+    report = json.loads((run / "report.json").read_text())
+    for name in ("oracle", "moa", "random", "single:gpt-5", "self_reflection:gpt-5", "consensus:gemini-2.5-pro"):
+        for domain in ("math500", "mmlu", "code", AVERAGE):
+            cell = report["methods"][name][domain]
+            for key in ("accuracy", "se", "n", "worker_calls", "worker_tokens", "conductor_tokens", "usd"):
+                assert key in cell
+            assert 0 <= cell["accuracy"] <= 1
+    assert report["methods"]["moa"]["math500"]["n"] == PER_DOMAIN
+    markdown = (run / "report.md").read_text()
+    assert "| moa |" in markdown and "python -m cluster.evaluate" in markdown
+    for png in ("accuracy_cost.png", "steps_by_domain.png"):
+        assert (run / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    methods = {r["method"] for r in rows}
+    assert len(rows) == len(methods) * 3 * PER_DOMAIN * 2  # every method, question and repeat, oracle included
+
+
+def test_each_method_makes_the_calls_its_design_says(evaluated):
+    _, rows = evaluated
+    by_method = defaultdict(list)
+    for row in rows:
+        by_method[row["method"].partition(":")[0]].append(row)
+    assert {r["worker_calls"] for r in by_method["moa"]} == {8}
+    assert all(r["access"][-1] == "all" and len(set(r["workers"][:7])) == 7 for r in by_method["moa"])
+    assert {r["worker_calls"] for r in by_method["self_reflection"]} == {5}
+    assert {r["worker_calls"] for r in by_method["consensus"]} == {5}
+    assert {r["worker_calls"] for r in by_method["single"]} == {1}
+    assert {r["worker_calls"] for r in by_method["oracle"]} == {7}
+    assert all(r["usd"] > 0 and r["worker_prompt_tokens"] > 0 and r["correct"] is not None for r in rows)
+    aggregators = {r["workers"][-1] for r in by_method["moa"]}
+    assert len(aggregators) > 1  # drawn at random per question and repeat
+
+
+def test_single_workers_and_the_oracle_score_what_the_simulator_decides(evaluated, shared_data):
+    _, rows = evaluated
+    config = SimulatorConfig(preset="paper-7", data_dir=str(shared_data), mmlu_items=600)
+    oracle = Oracle(load_preset(config), config)
+    singles = defaultdict(list)
+    for row in rows:
+        if row["method"].startswith("single:"):
+            worker = row["method"].partition(":")[2]
+            assert row["correct"] == oracle.base_correct[(worker, row["task_id"])]  # checked by the real verifier
+            singles[(row["task_id"], row["repeat"])].append(row["correct"])
+    for row in rows:
+        if row["method"] == "oracle":
+            assert row["correct"] == any(singles[(row["task_id"], row["repeat"])])
+
+
+@pytest.mark.parametrize("methods, message", [("[single,nonsense]", "unknown method 'nonsense'"),
+                                              ("[single:gpt-6]", "no worker 'gpt-6'")])
+def test_a_bad_method_name_is_a_clear_error(methods, message, capsys, tmp_path):
+    code = evaluate_main(["--config", "configs/eval-paper7.yaml", "--set", f"output.dir={tmp_path}",
+                          "--set", f"evaluate.methods={methods}", "--set", "evaluate.questions_per_domain=1"])
+    assert code == 2 and message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_failing_workers_are_infrastructure_errors_not_wrong_answers(tmp_path, shared_data):
+    sim_config = SimulatorConfig(preset="paper-7", port=0, latency_scale=0, data_dir=str(shared_data),
+                                 faults=FaultRates(server_error=0.3))
+    with SimulatorServer(sim_config) as sim:
+        pool = simulated_pool_config(sim.state.preset, sim.base_url, max_retries=0)
+        config = load_config("configs/eval-paper7.yaml", [f"output.dir={tmp_path}", "run_name=f",
+                                                          "evaluate.questions_per_domain=5",
+                                                          "evaluate.methods=[single:gpt-5,moa]"])
+        run(config.model_copy(update={"pool": pool, "simulator": sim_config}), Console(width=200))
+    rows = pq.read_table(tmp_path / "f" / "outcomes.parquet").to_pylist()
+    failed = [r for r in rows if r["correct"] is None]
+    assert failed and all(r["error"] for r in failed)
+    assert any(r["correct"] is not None for r in rows)
+    report = json.loads((tmp_path / "f" / "report.json").read_text())
+    assert report["methods"]["moa"][AVERAGE]["infra_errors"] == sum(r["method"] == "moa" for r in failed)
+
+
+@pytest.mark.slow
+def test_paper7_baselines_reproduce_the_papers_table(shared_data):
+    """Full size (500 MATH, 600 MMLU, 164 code items), in-process: the best single worker of each domain,
+    MoA within 3 points of the paper, and the best self-reflection's gain within 3 points of the paper's."""
+    config = SimulatorConfig(preset="paper-7", data_dir=str(shared_data), mmlu_items=600)
+    preset = load_preset(config)
+    roster = Roster.full(simulated_pool_config(preset, "http://127.0.0.1:9/v1").workers)
+    context = MethodContext(roster, WorkflowExecutor(DirectPool(Oracle(preset, config))), seed=0)
+    methods = build_methods(["single", "moa", "self_reflection:gemini-2.5-pro", "self_reflection:gpt-5"], context)
+    table = summarise(asyncio.run(Harness(concurrency=64).run(methods, list(preset.tasks))))
+    for worker, (math500, mmlu, code, *_rest) in PAPER7_TABLE.items():
+        cells = table[f"single:{worker}"]
+        for domain, target in (("math500", math500), ("mmlu", mmlu), ("code", code)):
+            assert abs(100 * cells[domain].accuracy - target) <= max(0.5, 100 * cells[domain].se)
+    for domain, target in PAPER["moa"].items():
+        assert abs(100 * table["moa"][domain].accuracy - target) <= TOLERANCE, (domain, table["moa"][domain])
+    gains = [table[f"self_reflection:{w}"][AVERAGE].accuracy - table[f"single:{w}"][AVERAGE].accuracy
+             for w in ("gemini-2.5-pro", "gpt-5")]
+    assert abs(100 * max(gains) - SELF_REFLECTION_GAIN) <= TOLERANCE
+    moa_tokens = statistics.fmean(table["moa"][d].worker_tokens for d in ("math500", "mmlu", "code"))
+    assert 8_000 <= moa_tokens <= 14_000  # the paper's MoA: 11,203 tokens per question
