@@ -97,11 +97,8 @@ class Oracle:
                 threshold = (low + high) / 2
                 for task in items:
                     self.margin[(worker.name, task.id)] = threshold - score[task.id]
-
-    @property
-    def base_correct(self) -> dict[tuple[str, str], bool]:
-        """Whether each worker solves each item alone, without a sample seed."""
-        return {key: margin > 0 for key, margin in self.margin.items()}
+        # whether each worker solves each item alone, without a sample seed
+        self.base_correct = {key: margin > 0 for key, margin in self.margin.items()}
 
     def can_solve(self, worker: str, task: Task, sample_seed: Optional[int]) -> bool:
         margin = self.margin.get((worker, task.id), -1.0)
