@@ -232,9 +232,22 @@ class SftConfig(Section):
     lr: float = Field(default=3e-3, gt=0)
     warmup_steps: int = Field(default=20, ge=0)
     prompts: int = Field(default=64, ge=1, description="distinct training prompts the examples are built on")
-    two_step_fraction: float = Field(default=0.3, ge=0, le=1, description="share of two-step example workflows")
+    shapes: dict[str, float] = Field(default_factory=lambda: {"solve": 0.7, "verify": 0.3},
+                                     description="relative weights of the example workflows' shapes "
+                                     "(conductor/example_workflows.py)")
     prompt_loss: bool = Field(default=True, description="also train on the prompt tokens (the model learns to "
                               "read them)")
+
+    @model_validator(mode="after")
+    def _known_shapes(self) -> SftConfig:
+        from conductor.example_workflows import SHAPES
+
+        unknown = sorted(set(self.shapes) - set(SHAPES))
+        if unknown:
+            raise ValueError(f"sft.shapes: unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
+        if any(w < 0 for w in self.shapes.values()) or sum(self.shapes.values()) <= 0:
+            raise ValueError("sft.shapes: weights must be >= 0 with a positive sum")
+        return self
 
 
 ASYNC_TIS_CAP = 2.0
@@ -318,6 +331,14 @@ class EvaluateConfig(Section):
     repeats: int = Field(default=1, ge=1, le=100)
     concurrency: int = Field(default=64, ge=1, le=4096, description="attempts in flight")
     title: str = "methods on the pool"
+    policy: Optional[str] = Field(default=None, description="the Conductor checkpoint the conductor methods "
+                                  "run: an HF dir or URL (a run's policy/ or checkpoints/<tag>/)")
+    conductor_temperature: float = Field(default=0.0, ge=0, description="0: greedy, one workflow per question")
+    conductor_name: str = Field(default="conductor", pattern=r"^conductor[A-Za-z0-9_.\-]*$",
+                                description="the report's name for this policy (conductor_recursive becomes "
+                                "<name>_recursive): several checkpoints in one report, e.g. a cost frontier")
+    reuse: list[str] = Field(default_factory=list, description="outcomes.parquet files (paths or URLs) of "
+                             "earlier evaluations of the same questions: their methods are read, not run again")
 
 
 class ChaosConfig(Section):
@@ -358,6 +379,16 @@ class Config(Section):
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
+
+    @model_validator(mode="after")
+    def _sft_shapes_fit(self) -> Config:
+        from conductor.example_workflows import shape_steps
+
+        too_long = [s for s, w in self.sft.shapes.items() if w > 0 and shape_steps(s) > self.executor.max_steps]
+        if self.sft.steps and too_long:
+            raise ValueError(f"sft.shapes {', '.join(too_long)} have more steps than executor.max_steps "
+                             f"({self.executor.max_steps})")
+        return self
 
     def store(self) -> tuple[str, dict[str, Any]]:
         """The replay store's path (``rollout.store_path`` filled in) and its fsspec options."""

@@ -1,7 +1,8 @@
 """SFT warm start: teach a fresh policy the workflow format before RL, so GRPO starts from samples that
 parse (a random policy's rewards are all 0, its advantages all 0, and nothing is learned).
 
-Targets are valid workflows with uniformly random worker ids (the format, not a routing preference).
+Targets are valid workflows of the configured shapes with uniformly random worker ids
+(conductor/example_workflows.py: the format and the space of workflows, not a preference).
 Loss is next-token cross-entropy on the target tokens, and by default on the prompt tokens too: a
 model trained only on targets whose worker ids are random learns to ignore the question, and RL then
 has no features to route on. AdamW with linear warmup then cosine decay (the design's measured recipe:
@@ -16,17 +17,8 @@ from collections.abc import Sequence
 import torch
 
 from conductor.config import SftConfig
-from conductor.workflow import Step, Workflow
+from conductor.example_workflows import random_workflow
 from learner.lr_schedule import lr_factor
-
-
-def random_workflow_text(num_workers: int, rng: random.Random, two_step_fraction: float = 0.3) -> str:
-    """A short valid workflow with random workers: the format to imitate."""
-    solve = "Solve the question and give the final answer in the requested format."
-    steps = [Step(rng.randrange(num_workers), solve, ())]
-    if rng.random() < two_step_fraction:
-        steps.append(Step(rng.randrange(num_workers), "Check the answer above and give the final answer.", "all"))
-    return Workflow(tuple(steps)).render()
 
 
 def lr_at(step: int, settings: SftConfig) -> float:
@@ -48,7 +40,7 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
         rows = []
         for _ in range(settings.batch_size):
             prompt = list(rng.choice(prompts))
-            text = random_workflow_text(num_workers, rng, settings.two_step_fraction)
+            text = random_workflow(settings.shapes, num_workers, rng).render()
             target = tokenizer(text, add_special_tokens=False)["input_ids"] + [end]
             rows.append((prompt, target))
         width = max(len(p) + len(t) for p, t in rows)

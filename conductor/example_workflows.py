@@ -1,0 +1,64 @@
+"""Example workflows for the SFT warm start: valid workflows of named shapes with uniformly random workers.
+
+The warm start teaches the format and the *space* of workflows, not a preference: every worker is drawn
+uniformly, and each shape comes with the plain-English subtasks a person would write for it, so GRPO
+starts from a policy that already samples every shape it may learn to prefer. Shapes:
+
+- ``solve``: one worker answers (routing);
+- ``verify``: a worker answers, a second checks that answer and corrects it if needed;
+- ``verify_chain``: a worker answers, two more check it in turn;
+- ``aggregate``: two workers answer alone, a third reconciles their answers;
+- ``plan``: a worker outlines an approach without solving, a second solves with the outline in view.
+
+A policy that learns a shape learns it in these words; the simulated orchestra reads subtasks by their
+meaning (conductor/simulator/roles.py), so the same words would steer a real LLM the same way.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+
+from conductor.workflow import ALL, Step, Workflow
+
+SOLVE = "Solve the question and give the final answer in the requested format."
+VERIFY = "Check the answer above step by step, correct any error, and give the final answer."
+AGGREGATE = "Compare the answers above, reconcile them if they disagree, and give the final answer."
+PLAN = "Outline an approach to the question. Do not solve it."
+SOLVE_WITH_PLAN = "Follow the approach above to solve the question and give the final answer."
+
+SHAPES = ("solve", "verify", "verify_chain", "aggregate", "plan")
+
+
+def shape_workflow(shape: str, workers: list[int]) -> Workflow:
+    """The workflow of ``shape`` over ``workers`` (as many as the shape has steps)."""
+    steps = {
+        "solve": lambda w: (Step(w[0], SOLVE, ()),),
+        "verify": lambda w: (Step(w[0], SOLVE, ()), Step(w[1], VERIFY, ALL)),
+        "verify_chain": lambda w: (Step(w[0], SOLVE, ()), Step(w[1], VERIFY, (0,)), Step(w[2], VERIFY, (1,))),
+        "aggregate": lambda w: (Step(w[0], SOLVE, ()), Step(w[1], SOLVE, ()), Step(w[2], AGGREGATE, ALL)),
+        "plan": lambda w: (Step(w[0], PLAN, ()), Step(w[1], SOLVE_WITH_PLAN, ALL)),
+    }
+    if shape not in steps:
+        raise ValueError(f"unknown workflow shape {shape!r}; known: {', '.join(SHAPES)}")
+    return Workflow(steps[shape](workers))
+
+
+def shape_steps(shape: str) -> int:
+    return len(shape_workflow(shape, [0, 0, 0]).steps)
+
+
+def random_workflow(weights: Mapping[str, float], num_workers: int, rng: random.Random) -> Workflow:
+    """A workflow of a shape drawn by ``weights`` (relative, need not sum to 1) with uniform workers.
+    Draw order (first worker, one uniform for the shape, the other workers) keeps a solve-only menu's
+    examples identical to the earlier one-or-two-step sampler's, so seeded toy runs are unchanged."""
+    first = rng.randrange(num_workers)
+    shapes = [s for s, w in weights.items() if w > 0]
+    point, total, shape = rng.random() * sum(weights[s] for s in shapes), 0.0, shapes[-1]
+    for candidate in shapes:
+        total += weights[candidate]
+        if point < total:
+            shape = candidate
+            break
+    others = [rng.randrange(num_workers) for _ in range(shape_steps(shape) - 1)]
+    return shape_workflow(shape, [first] + others)

@@ -1,0 +1,66 @@
+"""The SFT warm start's example workflows: every shape is a valid workflow the simulated orchestra reads
+as intended, the menu is drawn by its weights, and a bad menu is a config error."""
+
+import collections
+import random
+
+import pytest
+
+from conductor.config import Config, SftConfig
+from conductor.example_workflows import SHAPES, random_workflow, shape_steps, shape_workflow
+from conductor.simulator.roles import Role, classify
+from conductor.workflow import parse_workflow
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_shape_renders_to_a_workflow_that_parses_back(shape):
+    workflow = shape_workflow(shape, [3, 1, 2])
+    assert parse_workflow(workflow.render(), num_workers=4, max_steps=5) == workflow
+    assert len(workflow.steps) == shape_steps(shape)
+
+
+def visible_answers(workflow, index):
+    """Earlier steps in view whose subtask asked for an answer (a plan is not one)."""
+    return sum(classify(workflow.steps[i].subtask, 0) is not Role.PLAN
+               for i in workflow.steps[index].visible_steps(index))
+
+
+@pytest.mark.parametrize("shape, roles", [
+    ("solve", [Role.SOLVE]),
+    ("verify", [Role.SOLVE, Role.VERIFY]),
+    ("verify_chain", [Role.SOLVE, Role.VERIFY, Role.VERIFY]),
+    ("aggregate", [Role.SOLVE, Role.SOLVE, Role.AGGREGATE]),
+    ("plan", [Role.PLAN, Role.SOLVE]),
+])
+def test_the_orchestra_reads_each_shape_as_its_name_says(shape, roles):
+    workflow = shape_workflow(shape, [0, 1, 2])
+    assert [classify(s.subtask, visible_answers(workflow, i)) for i, s in enumerate(workflow.steps)] == roles
+
+
+def test_shapes_are_drawn_by_weight_with_uniform_workers():
+    rng = random.Random(0)
+    drawn = [random_workflow({"solve": 3, "verify": 1}, 7, rng) for _ in range(4000)]
+    steps = collections.Counter(len(w.steps) for w in drawn)
+    assert 0.70 < steps[1] / 4000 < 0.80
+    workers = collections.Counter(s.worker for w in drawn for s in w.steps)
+    assert set(workers) == set(range(7)) and max(workers.values()) / min(workers.values()) < 1.3
+
+
+def test_a_solve_only_menu_draws_what_the_earlier_sampler_drew():
+    """Seeded toy runs keep their examples: first worker, then one uniform, as before the menu existed."""
+    rng, reference = random.Random(5), random.Random(5)
+    for _ in range(50):
+        workflow = random_workflow({"solve": 1.0}, 3, rng)
+        worker = reference.randrange(3)
+        reference.random()
+        assert [s.worker for s in workflow.steps] == [worker]
+
+
+def test_a_bad_menu_is_a_clear_config_error():
+    with pytest.raises(ValueError, match="unknown shape"):
+        SftConfig(shapes={"solve": 1.0, "debate": 1.0})
+    with pytest.raises(ValueError, match="positive sum"):
+        SftConfig(shapes={"solve": 0.0})
+    with pytest.raises(ValueError, match="more steps than executor.max_steps"):
+        Config(executor={"max_steps": 2}, sft={"shapes": {"verify_chain": 1.0}})
+    Config(executor={"max_steps": 2}, sft={"steps": 0, "shapes": {"verify_chain": 1.0}})
