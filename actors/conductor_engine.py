@@ -36,8 +36,9 @@ import ray
 
 from conductor.config import EngineConfig
 from conductor.metrics import Families
-from conductor.rollout import PROMPT_TOO_LONG, Sample, SamplingSettings
+from conductor.rollout import Sample, SamplingSettings
 from conductor.run_output import local_copy
+from conductor.vllm_sampler import VllmSampler
 
 AWAITING_WEIGHTS = -1
 
@@ -52,24 +53,9 @@ class ConductorEngine:
                  storage_options: Optional[dict[str, Any]] = None, run_name: str = "", replica: int = 0):
         self.metrics = Families("conductor_engine", run=run_name, replica=str(replica))
         model_path = local_copy(model_path, storage_options)  # a remote policy (s3://): copied once per node
-        self.on_gpu = config.num_gpus > 0
-        if not self.on_gpu:
-            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.kv_cache_gb))
-        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
-        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-        from vllm import LLM
-
-        options: dict[str, Any] = dict(model=model_path, dtype=config.dtype, max_model_len=config.max_model_len,
-                                       seed=seed, enforce_eager=config.enforce_eager,
-                                       worker_extension_cls="actors.weight_receiver.WeightReceiver")
-        if self.on_gpu:
-            options["gpu_memory_utilization"] = config.gpu_memory_utilization
-            options["enable_sleep_mode"] = True
-        else:
-            options["distributed_executor_backend"] = "uni"
-        self.llm = LLM(**options)
-        self.max_model_len = config.max_model_len
+        self.sampler = VllmSampler(model_path, config, seed,
+                                   worker_extension_cls="actors.weight_receiver.WeightReceiver")
+        self.llm, self.on_gpu = self.sampler.llm, self.sampler.on_gpu
         restarted = ray.get_runtime_context().was_current_actor_reconstructed
         self.version = AWAITING_WEIGHTS if restarted else 0
 
@@ -95,35 +81,12 @@ class ConductorEngine:
         self.metrics.set("conductor_engine_policy_version", value)
 
     def _generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                                max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
-        fits = [len(p) < self.max_model_len for p in prompts]  # vLLM would fail the whole call on one
-        accepted = [TokensPrompt(prompt_token_ids=p) for p, ok in zip(prompts, fits) if ok]
-        outputs = iter(self.llm.generate(accepted, params, use_tqdm=False) if accepted else [])
-        return [self._samples(next(outputs)) if ok else
-                [Sample(prompt_token_ids=list(p), token_ids=[], logprobs=[], text="", finish_reason=PROMPT_TOO_LONG,
-                        policy_version=self.version) for _ in range(n)]
-                for p, ok in zip(prompts, fits)]
-
-    def _samples(self, out) -> list[Sample]:
-        return [Sample(prompt_token_ids=list(out.prompt_token_ids), token_ids=list(c.token_ids),
-                       logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
-                       text=c.text, finish_reason=c.finish_reason or "", policy_version=self.version)
-                for c in out.outputs]
+        return self.sampler.generate(prompts, n, sampling, self.version)
 
     def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The engine's logprobs of ``completion_ids`` after ``prompt_ids`` (teacher-forced): what the
         learner must reproduce after a weight sync."""
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        ids = list(prompt_ids) + list(completion_ids)
-        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-        [out] = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
-        return [out.prompt_logprobs[i][ids[i]].logprob for i in range(len(prompt_ids), len(ids))]
+        return self.sampler.score(prompt_ids, completion_ids)
 
     def apply_weights(self, buckets: Sequence[Any], version: int) -> int:
         """Load every bucket of one update (safetensors bytes, or object-store references to them), then

