@@ -7,7 +7,8 @@
 Questions: the configured datasets, or the simulated preset's; all of them or one split as training makes
 it. Pool: the configured providers (real APIs), or, when ``pool.workers`` is empty, the simulated preset,
 started here. Writes ``<output.dir>/<run_name>/`` outcomes.parquet, report.json, report.md and two PNGs,
-and prints the table. Runs in this process (no Ray): every method here only calls the pool.
+and prints the table. Runs in this process (no Ray): the fixed methods only call the pool, and the
+conductor methods sample ``evaluate.policy`` from an in-process vLLM engine (``engine`` section).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -26,6 +28,9 @@ from rich.table import Table
 
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
+from conductor.episode import EpisodeRunner
+from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy
+from conductor.evaluation.earlier_outcomes import earlier_outcomes
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext, build_methods
 from conductor.evaluation.outcome import Outcome
@@ -33,12 +38,15 @@ from conductor.evaluation.report import AVERAGE, summarise, with_oracle
 from conductor.evaluation.report_files import FILES, write_report
 from conductor.executor import WorkflowExecutor
 from conductor.local_pool import LocalPool
+from conductor.prompt_builder import PromptBuilder
+from conductor.rollout import SamplingSettings
 from conductor.roster import Roster
-from conductor.run_output import RunOutput
+from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks import Task, load_tasks
 from conductor.tasks.splits import split_tasks
+from conductor.vllm_sampler import BatchedGenerator, VllmSampler
 
 
 def questions_for(config: Config) -> list[Task]:
@@ -60,13 +68,42 @@ def questions_for(config: Config) -> list[Task]:
     return tasks
 
 
-async def run_methods(config: Config, tasks: list[Task], console: Console) -> list[Outcome]:
+def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optional[tuple[VllmSampler, Any]]:
+    """The vLLM engine and tokenizer of ``evaluate.policy``, when a conductor method is to be run."""
+    name = config.evaluate.conductor_name
+    if not any(kind in CONDUCTOR_METHODS and name + kind.removeprefix("conductor") not in skip
+               for kind in config.evaluate.methods):
+        return None
+    if not config.evaluate.policy:
+        raise ValueError("the conductor methods need a trained policy: set evaluate.policy")
+    from transformers import AutoTokenizer
+
+    path = local_copy(config.evaluate.policy, config.output.storage_options)
+    if not Path(path, "config.json").is_file():
+        raise ValueError(f"evaluate.policy {config.evaluate.policy!r} is not a model directory (no config.json)")
+    console.print(f"conductor: {config.evaluate.policy}")
+    return VllmSampler(path, config.engine, config.seed), AutoTokenizer.from_pretrained(path)
+
+
+async def run_methods(config: Config, tasks: list[Task], console: Console,
+                      sampler: Optional[tuple[VllmSampler, Any]] = None, skip: frozenset[str] = frozenset()
+                      ) -> list[Outcome]:
+    """Every configured method but those in ``skip`` (read from earlier outcomes) over ``tasks``."""
     pool = LocalPool(config.pool, seed=config.seed)
     try:
-        context = MethodContext(Roster.full(config.pool.workers),
-                                WorkflowExecutor(pool, question_visibility=config.executor.question_visibility),
-                                config.seed)
-        methods = build_methods(config.evaluate.methods, context)
+        executor = WorkflowExecutor(pool, question_visibility=config.executor.question_visibility,
+                                    parallel=config.executor.parallel_steps)
+        policy = None
+        if sampler is not None:
+            prompts = PromptBuilder(config, sampler[1], seed=config.seed)
+            policy = ConductorPolicy(
+                BatchedGenerator(sampler[0]), prompts,
+                EpisodeRunner(executor, prompts.fewshot, max_steps=config.executor.max_steps,
+                              show_prices=config.prompt.show_prices),
+                SamplingSettings(config.evaluate.conductor_temperature, 1.0, config.rollout.max_new_tokens),
+                config.executor.max_rounds, config.evaluate.conductor_name)
+        context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy)
+        methods = [m for m in build_methods(config.evaluate.methods, context) if m.name not in skip]
         total = len(methods) * len(tasks) * config.evaluate.repeats
         columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[last]}"))
@@ -99,11 +136,17 @@ def print_table(console: Console, table: dict, domains: list[str]) -> None:
 def run(config: Config, console: Console, command: str = "") -> dict:
     tasks = questions_for(config)
     out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
+    earlier = earlier_outcomes(config.evaluate.reuse, [t.id for t in tasks], config.evaluate.repeats,
+                               config.output.storage_options)
+    skip = frozenset(o.method for o in earlier)
+    if skip:
+        console.print(f"reused from earlier evaluations: {', '.join(sorted(skip))}")
     with contextlib.ExitStack() as stack:
         if not config.pool.workers:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
             config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
-        outcomes = asyncio.run(run_methods(config, tasks, console))
+        sampler = conductor_sampler(config, console, skip)
+        outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip))
     if "oracle" in config.evaluate.methods:
         outcomes = with_oracle(outcomes)
     table = summarise(outcomes)

@@ -91,6 +91,22 @@ def test_single_workers_and_the_oracle_score_what_the_simulator_decides(evaluate
             assert row["correct"] == any(singles[(row["task_id"], row["repeat"])])
 
 
+def test_earlier_outcomes_are_reused_not_run_again(evaluated, tmp_path, capsys):
+    run_dir, rows = evaluated
+    base = ["--config", "configs/eval-paper7.yaml", "--set", f"output.dir={tmp_path}", "--set", "run_name=r",
+            "--set", "evaluate.repeats=2", "--set", "simulator.latency_scale=0",
+            "--set", f"evaluate.reuse=[{run_dir / 'outcomes.parquet'}]"]
+    # a faulty pool proves nothing reused is asked again: every call would fail
+    assert evaluate_main(base + ["--set", f"evaluate.questions_per_domain={PER_DOMAIN}", "--set",
+                                 "simulator.faults.server_error=1.0", "--set", "evaluate.methods=[oracle,moa]"]) == 0
+    reused = pq.read_table(tmp_path / "r" / "outcomes.parquet").to_pylist()
+    key = lambda r: (r["method"], r["task_id"], r["repeat"])  # noqa: E731
+    assert {key(r): r["correct"] for r in reused} == {key(r): r["correct"] for r in rows}
+    assert "reused from earlier evaluations" in capsys.readouterr().out
+    assert evaluate_main(base + ["--set", f"evaluate.questions_per_domain={PER_DOMAIN + 1}"]) == 2
+    assert "evaluate it on the same questions" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("methods, message", [("[single,nonsense]", "unknown method 'nonsense'"),
                                               ("[single:gpt-6]", "no worker 'gpt-6'")])
 def test_a_bad_method_name_is_a_clear_error(methods, message, capsys, tmp_path):

@@ -3,14 +3,16 @@
 A method gets a ``MethodContext`` (the pool's workers in their configured order, an executor over the
 pool, a seed) and returns an ``Attempt``; the harness times, verifies and records it. ``build_methods``
 turns the names a user writes in ``evaluate.methods`` into methods; a name without ``:<worker>`` expands to
-one method per worker (``single`` -> ``single:gpt-5``, ...).
+one method per worker (``single`` -> ``single:gpt-5``, ...). ``conductor`` and ``conductor_recursive`` need
+a trained policy in the context (``evaluate.policy``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Optional, Protocol
 
+from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorMethod, ConductorPolicy
 from conductor.evaluation.outcome import Attempt
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
@@ -19,7 +21,7 @@ from conductor.tasks.task import Task
 PER_WORKER = ("single", "self_reflection", "consensus")
 POOL_WIDE = ("random", "moa")
 DERIVED = ("oracle",)  # computed by the report from other methods' rows
-KNOWN = PER_WORKER + POOL_WIDE + DERIVED
+KNOWN = PER_WORKER + POOL_WIDE + CONDUCTOR_METHODS + DERIVED
 
 
 class Method(Protocol):
@@ -33,6 +35,7 @@ class MethodContext:
     roster: Roster
     executor: WorkflowExecutor
     seed: int = 0
+    conductor: Optional[ConductorPolicy] = None
 
 
 def build_methods(names: list[str], context: MethodContext) -> list[Method]:
@@ -46,6 +49,15 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
         if kind not in KNOWN:
             raise ValueError(f"unknown method {kind!r}; known: {', '.join(KNOWN)}")
         if kind in DERIVED:
+            continue
+        if kind in CONDUCTOR_METHODS:
+            if worker:
+                raise ValueError(f"method {kind!r} chooses its own workers; it takes no ':<worker>'")
+            if context.conductor is None:
+                raise ValueError(f"method {kind!r} needs a trained policy: set evaluate.policy")
+            rounds = context.conductor.max_rounds if kind == "conductor_recursive" else 0
+            label = context.conductor.name + kind.removeprefix("conductor")
+            methods.append(ConductorMethod(label, context.roster, context.conductor, rounds))
             continue
         if kind in POOL_WIDE:
             if worker:

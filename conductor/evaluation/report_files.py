@@ -15,9 +15,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from conductor.evaluation.conductor_method import is_conductor
 from conductor.evaluation.outcome import Outcome
 from conductor.evaluation.paper_reference import DOMAINS, PAPER, SELF_REFLECTION_GAIN, TOLERANCE
 from conductor.evaluation.report import AVERAGE, Cell, as_json, best_of
+from conductor.evaluation.workflow_stats import markdown_lines, workflow_stats
 
 FILES = ("outcomes.parquet", "report.json", "report.md", "accuracy_cost.png", "steps_by_domain.png")
 
@@ -27,8 +29,9 @@ def write_report(directory: Path, outcomes: Sequence[Outcome], table: dict[str, 
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / name for name in FILES]
     pq.write_table(pa.Table.from_pylist([o.row() for o in outcomes]), paths[0])
-    paths[1].write_text(json.dumps(as_json(table, meta), indent=2) + "\n")
-    paths[2].write_text(markdown(table, meta))
+    workflows = workflow_stats(outcomes, is_conductor)
+    paths[1].write_text(json.dumps({**as_json(table, meta), "workflows": workflows}, indent=2) + "\n")
+    paths[2].write_text(markdown(table, meta) + "\n".join(conductor_comparison(table) + markdown_lines(workflows)))
     plot_accuracy_cost(table, paths[3])
     plot_steps(outcomes, paths[4])
     return paths
@@ -87,6 +90,31 @@ def paper_comparison(table: dict[str, dict[str, Cell]]) -> list[str]:
     return lines
 
 
+def conductor_comparison(table: dict[str, dict[str, Cell]]) -> list[str]:
+    """Each Conductor method against the best single worker of each domain and of the average, its steps,
+    and its worker tokens as a share of MoA's (all unweighted over domains, as the table)."""
+    conductors = [name for name in table if is_conductor(name)]
+    best_average = best_of(table, "single:", AVERAGE)
+    if not conductors or best_average is None:
+        return []
+    domains = [d for d in table[conductors[0]] if d != AVERAGE]
+    lines = ["## The Conductor against the best single worker of each domain", "",
+             "| method | " + " | ".join(domains) + f" | {AVERAGE} | steps per domain | worker tokens vs MoA |",
+             "|---|" + "---|" * (len(domains) + 3)]
+    for name in conductors:
+        cells = []
+        for domain in [*domains, AVERAGE]:
+            best = best_average if domain == AVERAGE else best_of(table, "single:", domain)
+            diff = 100 * (table[name][domain].accuracy - best[1].accuracy)
+            cells.append(f"{_pct(table[name][domain].accuracy)} vs {best[0].partition(':')[2]} "
+                         f"{_pct(best[1].accuracy)} ({diff:+.2f})")
+        steps = ", ".join(f"{d} {table[name][d].steps:.2f}" for d in domains)
+        moa = table.get("moa", {}).get(AVERAGE)
+        share = f"{table[name][AVERAGE].worker_tokens / moa.worker_tokens:.3f}x" if moa else "—"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {steps} | {share} |")
+    return lines + [""]
+
+
 def plot_accuracy_cost(table: dict[str, dict[str, Cell]], path: Path) -> None:
     import matplotlib
 
@@ -96,7 +124,7 @@ def plot_accuracy_cost(table: dict[str, dict[str, Cell]], path: Path) -> None:
     figure, axis = plt.subplots(figsize=(9, 5.5))
     for name, cells in table.items():
         avg = cells[AVERAGE]
-        conductor = name.startswith("conductor")
+        conductor = is_conductor(name)
         axis.scatter(max(avg.usd, 1e-7), 100 * avg.accuracy, marker="*" if conductor else "o",
                      s=160 if conductor else 36, zorder=3)
         axis.annotate(name, (max(avg.usd, 1e-7), 100 * avg.accuracy), fontsize=7, xytext=(4, 2),

@@ -1,0 +1,78 @@
+"""The trained Conductor as an evaluation method: it writes a workflow for the question, the executor runs it.
+
+``conductor`` runs the root workflow only; ``conductor_recursive`` gives the Conductor up to
+``executor.max_rounds`` recursive rounds, in which it sees its previous plan and the final answer and
+either accepts it (three empty lists) or writes a new workflow. Both sample at
+``evaluate.conductor_temperature`` (0: greedy, the policy's single best workflow), one sample per question
+and repeat, with the prompt training used (roster, few-shot examples, prices), so a checkpoint is scored
+on exactly the task it learned.
+
+A root completion that is not a valid workflow is a wrong answer (``parse_error`` says why), never a
+fallback to some worker: the score is the Conductor's own. An invalid *recursive* turn leaves the previous
+round's answer standing, as a deployment would deliver it (``parse_error`` still records it; training
+scores it as a format error). The Conductor's tokens are those it generated, over all its rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from conductor.episode import EpisodeRunner
+from conductor.evaluation.outcome import Attempt
+from conductor.prompt_builder import PromptBuilder
+from conductor.prompts import Messages
+from conductor.rollout import PROMPT_TOO_LONG, Generator, SamplingSettings
+from conductor.roster import Roster
+from conductor.tasks.task import Task
+
+CONDUCTOR_METHODS = ("conductor", "conductor_recursive")
+
+
+def is_conductor(method_name: str) -> bool:
+    """A Conductor's row, whatever its checkpoint was named in the report (``evaluate.conductor_name``)."""
+    return method_name.startswith("conductor")
+
+
+@dataclass
+class ConductorPolicy:
+    """What a Conductor method needs besides the pool: the policy's generator and the training prompt."""
+
+    generator: Generator
+    prompts: PromptBuilder
+    episodes: EpisodeRunner
+    sampling: SamplingSettings
+    max_rounds: int
+    name: str = "conductor"  # the report's name for this checkpoint
+
+
+@dataclass
+class ConductorMethod:
+    name: str
+    roster: Roster
+    policy: ConductorPolicy
+    rounds: int  # recursive rounds after the root workflow
+
+    async def attempt(self, task: Task, repeat: int) -> Attempt:
+        prompt = self.policy.prompts.task_prompt_ids(task, self.roster)
+        [[sample]] = await self.policy.generator.generate([prompt], 1, self.policy.sampling)
+        if sample.finish_reason == PROMPT_TOO_LONG:
+            return Attempt(answer=None, infra_error=f"conductor prompt of {len(prompt)} tokens leaves no room "
+                           "under engine.max_model_len")
+        generated = [len(sample.token_ids)]
+
+        async def recursive_turn(messages: Messages) -> Optional[str]:
+            [[turn]] = await self.policy.generator.generate([self.policy.prompts.prompt_ids(messages)], 1,
+                                                            self.policy.sampling)
+            generated.append(len(turn.token_ids))
+            return None if turn.finish_reason == PROMPT_TOO_LONG else turn.text
+
+        episode = await self.policy.episodes.run(
+            task.prompt, self.roster, sample.text, recursive_rounds=self.rounds,
+            conductor=recursive_turn if self.rounds else None, root_truncated=sample.finish_reason == "length")
+        parse_error = next((r.parse_error.value for r in episode.rounds if r.parse_error), None)
+        root_failed = episode.rounds[0].parse_error is not None
+        executed = sum(1 for r in episode.rounds if r.steps)
+        return Attempt(answer=None if root_failed else episode.answer, steps=episode.steps,
+                       infra_error=episode.infra_error, conductor_tokens=sum(generated),
+                       rounds=max(1, executed), parse_error=parse_error)

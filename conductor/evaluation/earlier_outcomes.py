@@ -1,0 +1,40 @@
+"""Outcomes of earlier evaluations, read back so a report can hold methods that were not run again.
+
+The baselines on `paper-7` take ~110k worker calls; a new Conductor checkpoint should not pay them again.
+``evaluate.reuse`` names earlier ``outcomes.parquet`` files (local or URL); each method in them must cover
+every (question, repeat) of this evaluation, or the report would compare methods on different questions.
+Rows for other questions or repeats are dropped; the derived ``oracle`` is recomputed, not read.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import fsspec
+import pyarrow.parquet as pq
+
+from conductor.evaluation.outcome import Outcome
+
+
+def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int,
+                     storage_options: dict[str, Any] | None = None) -> list[Outcome]:
+    wanted = {(task_id, repeat) for task_id in task_ids for repeat in range(repeats)}
+    found: dict[str, list[Outcome]] = {}
+    for path in paths:
+        with fsspec.open(path, "rb", **(storage_options or {})) as handle:
+            rows = pq.read_table(handle).to_pylist()
+        by_method: dict[str, list[Outcome]] = defaultdict(list)
+        for row in rows:
+            if row["method"] != "oracle" and (row["task_id"], row["repeat"]) in wanted:
+                row["workers"], row["access"] = tuple(row["workers"]), tuple(row["access"])
+                by_method[row["method"]].append(Outcome(**row))
+        for method, outcomes in by_method.items():
+            missing = wanted - {(o.task_id, o.repeat) for o in outcomes}
+            if missing:
+                raise ValueError(f"evaluate.reuse: {path} has method {method!r} on {len(wanted) - len(missing)} of "
+                                 f"this evaluation's {len(wanted)} question-repeats; evaluate it on the same "
+                                 "questions (split, seed, questions_per_domain, repeats)")
+            found[method] = outcomes  # a later file wins
+    return [o for outcomes in found.values() for o in outcomes]
