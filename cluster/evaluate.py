@@ -19,6 +19,7 @@ import shlex
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -49,12 +50,14 @@ from conductor.tasks.splits import split_tasks
 from conductor.vllm_sampler import BatchedGenerator, VllmSampler
 
 
-def questions_for(config: Config) -> list[Task]:
-    """The configured datasets (or the simulated preset's tasks), cut to the split and per-domain limit."""
+def questions_for(config: Config) -> tuple[list[Task], list[Task]]:
+    """The configured datasets (or the simulated preset's tasks), cut to the split and per-domain limit;
+    and the train split the trained routers learn from (none when evaluating on all questions)."""
     tasks = [t for spec in config.data.datasets for t in load_tasks(spec)] or list(load_preset(config.simulator).tasks)
+    train: list[Task] = []
     if config.evaluate.split != "all":
         splits = split_tasks(tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
-        tasks = list(getattr(splits, config.evaluate.split))
+        tasks, train = list(getattr(splits, config.evaluate.split)), list(splits.train)
     if config.evaluate.questions_per_domain:
         taken: dict[str, int] = defaultdict(int)
         kept = []
@@ -65,7 +68,7 @@ def questions_for(config: Config) -> list[Task]:
         tasks = kept
     if not tasks:
         raise ValueError("no questions to evaluate")
-    return tasks
+    return tasks, train
 
 
 def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optional[tuple[VllmSampler, Any]]:
@@ -86,8 +89,8 @@ def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optio
 
 
 async def run_methods(config: Config, tasks: list[Task], console: Console,
-                      sampler: Optional[tuple[VllmSampler, Any]] = None, skip: frozenset[str] = frozenset()
-                      ) -> list[Outcome]:
+                      sampler: Optional[tuple[VllmSampler, Any]] = None, skip: frozenset[str] = frozenset(),
+                      train: Sequence[Task] = ()) -> list[Outcome]:
     """Every configured method but those in ``skip`` (read from earlier outcomes) over ``tasks``."""
     pool = LocalPool(config.pool, seed=config.seed)
     try:
@@ -102,7 +105,10 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
                               show_prices=config.prompt.show_prices),
                 SamplingSettings(config.evaluate.conductor_temperature, 1.0, config.rollout.max_new_tokens),
                 config.executor.max_rounds, config.evaluate.conductor_name)
-        context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy)
+        from learner.rllib_router import RLlibRouter
+
+        context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy, tuple(train),
+                                config.verifier, factories={"rllib_router": RLlibRouter})
         methods = [m for m in build_methods(config.evaluate.methods, context) if m.name not in skip]
         total = len(methods) * len(tasks) * config.evaluate.repeats
         columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -134,7 +140,7 @@ def print_table(console: Console, table: dict, domains: list[str]) -> None:
 
 
 def run(config: Config, console: Console, command: str = "") -> dict:
-    tasks = questions_for(config)
+    tasks, train = questions_for(config)
     out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
     earlier = earlier_outcomes(config.evaluate.reuse, [t.id for t in tasks], config.evaluate.repeats,
                                config.output.storage_options)
@@ -146,7 +152,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
             config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
         sampler = conductor_sampler(config, console, skip)
-        outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip))
+        outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
     if "oracle" in config.evaluate.methods:
         outcomes = with_oracle(outcomes)
     table = summarise(outcomes)

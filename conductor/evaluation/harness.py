@@ -4,6 +4,10 @@ Attempts run concurrently up to ``concurrency`` (the pool's own limits still app
 is synchronous (code runs in the sandbox), so it runs in a thread pool, off the event loop; a verdict is
 cached per (question, answer text), since many attempts give the same answer. ``on_done`` is called once
 per finished attempt (the progress bar).
+
+A method that must see every question first (Smoothie estimates worker quality from all the outputs) or
+train on the train split (the routers) has a ``prepare(tasks, repeats, limit)`` coroutine; it runs before
+any attempt, with the same concurrency limit.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ class Harness:
             async with gate:
                 started = time.perf_counter()
                 attempt = await method.attempt(task, repeat)
-                latency = time.perf_counter() - started
+                latency = attempt.latency_s if attempt.latency_s is not None else time.perf_counter() - started
             correct = None
             if not attempt.infra_error:
                 correct = await self._verdict(task, attempt.answer or "", threads)
@@ -50,6 +54,10 @@ class Harness:
             return outcome
 
         try:
+            for method in methods:
+                prepare = getattr(method, "prepare", None)
+                if prepare is not None:
+                    await prepare(tasks, repeats, gate)
             return list(await asyncio.gather(*(one(m, t, r) for m in methods for t in tasks for r in range(repeats))))
         finally:
             threads.shutdown(wait=True)

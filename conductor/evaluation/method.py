@@ -9,18 +9,24 @@ a trained policy in the context (``evaluate.policy``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Protocol
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol
 
+from conductor.config import VerifierConfig
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorMethod, ConductorPolicy
 from conductor.evaluation.outcome import Attempt
+from conductor.evaluation.routing_table import RoutingTable, collect_routing_table
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.tasks.task import Task
 
 PER_WORKER = ("single", "self_reflection", "consensus")
-POOL_WIDE = ("random", "moa")
+POOL_WIDE = ("random", "moa", "smoothie_dependent", "smoothie_independent", "router_dc", "masrouter",
+             "rllib_router")
 DERIVED = ("oracle",)  # computed by the report from other methods' rows
+TRAINED = ("router_dc", "masrouter", "rllib_router")  # learn on MethodContext.train_tasks
 KNOWN = PER_WORKER + POOL_WIDE + CONDUCTOR_METHODS + DERIVED
 
 
@@ -36,6 +42,18 @@ class MethodContext:
     executor: WorkflowExecutor
     seed: int = 0
     conductor: Optional[ConductorPolicy] = None
+    train_tasks: tuple[Task, ...] = ()  # what the trained routers learn from (disjoint from the scored split)
+    verifier: VerifierConfig = field(default_factory=VerifierConfig)
+    shared: dict[str, Any] = field(default_factory=dict)  # computed once for several methods (routing table)
+    factories: dict[str, Callable[[str, MethodContext], Method]] = field(default_factory=dict)  # outside the core
+
+    async def routing_table(self, limit: asyncio.Semaphore) -> RoutingTable:
+        """Every worker's verified answer to every training question (conductor/evaluation/routing_table.py),
+        collected on first use and shared by the routers."""
+        if "routing_table" not in self.shared:
+            self.shared["routing_table"] = asyncio.ensure_future(
+                collect_routing_table(self.train_tasks, self.roster, self.executor, self.verifier, limit))
+        return await self.shared["routing_table"]
 
 
 def build_methods(names: list[str], context: MethodContext) -> list[Method]:
@@ -43,6 +61,9 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
     from conductor.evaluation import fixed_methods as fixed
 
     workers = list(context.roster.worker_ids)
+    if any(name in TRAINED for name in names) and not context.train_tasks:
+        raise ValueError(f"the trained routers ({', '.join(TRAINED)}) learn on the train split: evaluate on "
+                         "evaluate.split=heldout (or val), not 'all'")
     methods: list[Method] = []
     for name in names:
         kind, _, worker = name.partition(":")
@@ -62,8 +83,7 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
         if kind in POOL_WIDE:
             if worker:
                 raise ValueError(f"method {kind!r} uses the whole pool; it takes no ':<worker>'")
-            cls = fixed.RandomRouter if kind == "random" else fixed.MixtureOfAgents
-            methods.append(cls(name, context))
+            methods.append(_pool_wide(kind, context))
             continue
         if worker and worker not in workers:
             raise ValueError(f"method {name!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
@@ -76,3 +96,27 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
     for method in methods:
         unique.setdefault(method.name, method)
     return list(unique.values())
+
+
+def _pool_wide(kind: str, context: MethodContext) -> Method:
+    from conductor.evaluation import fixed_methods as fixed
+
+    if kind in context.factories:
+        return context.factories[kind](kind, context)
+    if kind == "random":
+        return fixed.RandomRouter(kind, context)
+    if kind == "moa":
+        return fixed.MixtureOfAgents(kind, context)
+    if kind.startswith("smoothie"):
+        from conductor.evaluation.smoothie import Smoothie
+
+        return Smoothie(kind, context, dependent=kind == "smoothie_dependent")
+    if kind == "router_dc":
+        from conductor.evaluation.router_dc import RouterDC
+
+        return RouterDC(kind, context)
+    if kind == "masrouter":
+        from conductor.evaluation.mas_router import MasRouter
+
+        return MasRouter(kind, context)
+    raise ValueError(f"method {kind!r} runs on Ray: use `python -m cluster.evaluate`")

@@ -22,6 +22,7 @@ class Attempt:
     rounds: int = 1  # workflows executed (a recursive conductor may run more than one)
     parse_error: Optional[str] = None  # a conductor's output that was not a workflow
     fallback: bool = False  # the answer came from a fallback, not from the method's own plan
+    latency_s: Optional[float] = None  # set by methods whose calls ran in prepare(): the question's own time
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,58 @@
+"""What the trained routers learn from: every worker's answer to every *training* question, verified.
+
+RouterDC-style and RLlib routers are trained on the train split (``evaluate.split`` names the disjoint
+split they are scored on). One workflow of independent steps, one per worker, runs per training question
+(so each question costs one call per worker); the verdicts and dollars become a questions x workers table,
+with the questions' MiniLM embeddings. Collected once per evaluation and shared by every router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from conductor.config import VerifierConfig
+from conductor.executor import WorkflowExecutor
+from conductor.roster import Roster
+from conductor.tasks.task import Task
+from conductor.verifiers.verify import verify
+from conductor.workflow import Step, Workflow
+
+
+@dataclass(frozen=True)
+class RoutingTable:
+    task_ids: tuple[str, ...]
+    domains: tuple[str, ...]
+    embeddings: np.ndarray  # questions x 384, unit rows
+    correct: np.ndarray  # questions x workers, 1.0 / 0.0; NaN where the call failed (infrastructure)
+    usd: np.ndarray  # questions x workers
+
+    def __len__(self) -> int:
+        return len(self.task_ids)
+
+
+async def collect_routing_table(tasks: Sequence[Task], roster: Roster, executor: WorkflowExecutor,
+                                verifier: VerifierConfig, limit: asyncio.Semaphore) -> RoutingTable:
+    from conductor.evaluation.embeddings import embed
+    from conductor.evaluation.fixed_methods import SOLVE
+
+    if not tasks:
+        raise ValueError("the routers need training questions: evaluate on split 'heldout' or 'val'")
+    everyone = Workflow(tuple(Step(w, SOLVE, ()) for w in range(len(roster))))
+
+    async def row(task: Task) -> tuple[list[float], list[float]]:
+        async with limit:
+            result = await executor.execute(everyone, task.prompt, roster)
+        verdicts = await asyncio.gather(*(asyncio.to_thread(verify, task, step.response or "", verifier)
+                                          for step in result.steps))
+        correct = [float(v.correct) if step.response is not None else float("nan")
+                   for step, v in zip(result.steps, verdicts)]
+        return correct, [step.cost_usd for step in result.steps]
+
+    rows = await asyncio.gather(*(row(task) for task in tasks))
+    embeddings = await asyncio.to_thread(embed, [task.prompt for task in tasks])
+    return RoutingTable(tuple(t.id for t in tasks), tuple(t.domain for t in tasks), embeddings,
+                        np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
