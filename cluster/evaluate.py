@@ -108,7 +108,8 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
         from learner.rllib_router import RLlibRouter
 
         context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy, tuple(train),
-                                config.verifier, factories={"rllib_router": RLlibRouter})
+                                config.verifier, factories={"rllib_router": lambda name, ctx: RLlibRouter(
+                                    name, ctx, config.evaluate.rllib_iterations)})
         methods = [m for m in build_methods(config.evaluate.methods, context) if m.name not in skip]
         total = len(methods) * len(tasks) * config.evaluate.repeats
         columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -337,6 +337,8 @@ class EvaluateConfig(Section):
     conductor_name: str = Field(default="conductor", pattern=r"^conductor[A-Za-z0-9_.\-]*$",
                                 description="the report's name for this policy (conductor_recursive becomes "
                                 "<name>_recursive): several checkpoints in one report, e.g. a cost frontier")
+    rllib_iterations: int = Field(default=20, ge=1, description="PPO iterations of the rllib_router "
+                                  "(1,024 one-step episodes each)")
     reuse: list[str] = Field(default_factory=list, description="outcomes.parquet files (paths or URLs) of "
                              "earlier evaluations of the same questions: their methods are read, not run again")
 

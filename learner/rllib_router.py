@@ -69,6 +69,7 @@ def train_ppo_router(table: RoutingTable, test_embeddings: np.ndarray, seed: int
 class RLlibRouter:
     name: str
     context: MethodContext
+    iterations: int = ITERATIONS
     curve: list[float] = field(default_factory=list)
     _choice: dict[str, int] = field(default_factory=dict)
 
@@ -77,7 +78,8 @@ class RLlibRouter:
 
         table = await self.context.routing_table(limit)
         embeddings = await asyncio.to_thread(embed, [t.prompt for t in tasks])
-        choices, self.curve = await asyncio.to_thread(train_ppo_router, table, embeddings, self.context.seed)
+        choices, self.curve = await asyncio.to_thread(train_ppo_router, table, embeddings, self.context.seed,
+                                                      self.iterations)
         self._choice = {t.id: int(c) for t, c in zip(tasks, choices)}
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:

@@ -81,7 +81,9 @@ def test_masrouter_trains_on_the_pool_and_routes_by_its_cascade(shared_data):
 def test_the_rllib_router_beats_the_random_router_on_toy(tmp_path):
     argv = ["--config", "configs/train-toy.yaml", "--set", f"output.dir={tmp_path}", "--set", "run_name=r",
             "--set", "simulator.latency_scale=0", "--set", "evaluate.split=heldout",
-            "--set", "evaluate.methods=[random,rllib_router,router_dc]", "--set", "evaluate.repeats=2"]
+            "--set", "evaluate.methods=[random,rllib_router,router_dc]", "--set", "evaluate.repeats=2",
+            "--set", "simulator.toy_items_per_domain=60", "--set", "train.val_questions=20",
+            "--set", "train.heldout_questions=60", "--set", "evaluate.rllib_iterations=6"]
     done = subprocess.run([sys.executable, "-m", "cluster.evaluate", *argv], capture_output=True, text=True,
                           timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -89,4 +91,4 @@ def test_the_rllib_router_beats_the_random_router_on_toy(tmp_path):
     random_router, rllib = report["random"]["average"], report["rllib_router"]["average"]
     assert rllib["accuracy"] > random_router["accuracy"] + 0.2, (rllib, random_router)
     assert report["router_dc"]["average"]["accuracy"] > random_router["accuracy"] + 0.2
-    assert rllib["worker_calls"] == 1
+    assert rllib["worker_calls"] == 1 and rllib["n"] == 60

