@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 
 import ray
 from rich.console import Console
@@ -28,6 +29,7 @@ from conductor.config_loader import config_from_cli
 from conductor.rollout import RolloutRequest
 from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import summarise
+from conductor.roster import Roster
 from conductor.run_output import RunOutput
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
@@ -41,13 +43,20 @@ def tasks_for(config: Config) -> list[Task]:
     return tasks or list(load_preset(config.simulator).tasks)
 
 
-def policy_path(config: Config, out: RunOutput, name: str = "policy") -> str:
-    """The configured model (a local dir or a URL), or a tiny policy built from config as ``out/name``."""
+def policy_path(config: Config, out: RunOutput, name: str = "policy", train_questions: Sequence[str] = ()) -> str:
+    """The configured model (a local dir or a URL), or a tiny policy built from config as ``out/name``
+    (its tokenizer also trained on the pool listing and ``train_questions`` when ``policy.tiny_corpus`` is
+    ``run``)."""
     if config.policy.model_path:
         return config.policy.model_path
-    from learner.tiny_policy import TinyPolicySpec, build_tiny_policy
+    from learner.tiny_policy import TinyPolicySpec, build_tiny_policy, default_corpus
 
-    build_tiny_policy(out.staged(name), TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed))
+    corpus = default_corpus()
+    if config.policy.tiny_corpus == "run":
+        listing = Roster.full(config.pool.workers).listing(config.prompt.show_prices)
+        corpus += [listing] * 20 + list(train_questions)
+    build_tiny_policy(out.staged(name), TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed),
+                      corpus)
     return out.publish(name)
 
 

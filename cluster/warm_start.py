@@ -23,7 +23,7 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
 
     from learner.sft import sft_warm_start
 
-    start = policy_path(config, out, "initial")
+    start = policy_path(config, out, "initial", [task.prompt for task in train_tasks])
     if config.sft.steps == 0:
         return start
     if out.exists("sft", "config.json"):

@@ -186,6 +186,10 @@ class SimulatorConfig(Section):
 class PolicyConfig(Section):
     model_path: Optional[str] = Field(default=None, description="HF model dir; None = build a tiny policy")
     tiny_vocab_size: int = Field(default=768, ge=256)
+    tiny_corpus: Literal["default", "run"] = Field(
+        default="default", description="what the tiny policy's BPE tokenizer is trained on: the built-in corpus "
+        "(prompts, workflows, toy questions), or that plus this run's pool listing and training questions "
+        "(shorter prompts where questions are long: LaTeX, code)")
 
 
 class EngineConfig(Section):
