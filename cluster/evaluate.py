@@ -18,6 +18,7 @@ import contextlib
 import shlex
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -122,7 +123,13 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
                 done(bar, advance=1, last=outcome.method)
 
             harness = Harness(config.verifier, concurrency=config.evaluate.concurrency)
-            return await harness.run(methods, tasks, config.evaluate.repeats, on_done)
+            started = time.perf_counter()
+
+            def on_prepare(name: str) -> None:
+                progress.console.print(f"[{time.perf_counter() - started:6.0f}s] preparing {name} (every answer "
+                                       "first, or training on the train split)")
+
+            return await harness.run(methods, tasks, config.evaluate.repeats, on_done, on_prepare)
     finally:
         await pool.close()
 

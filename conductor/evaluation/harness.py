@@ -34,7 +34,8 @@ class Harness:
         self._verdicts: dict[tuple[str, str], asyncio.Future] = {}
 
     async def run(self, methods: Sequence[Method], tasks: Sequence[Task], repeats: int = 1,
-                  on_done: Optional[Callable[[Outcome], None]] = None) -> list[Outcome]:
+                  on_done: Optional[Callable[[Outcome], None]] = None,
+                  on_prepare: Optional[Callable[[str], None]] = None) -> list[Outcome]:
         """Outcomes in (method, task, repeat) order, whatever order the attempts finished in."""
         self._verdicts = {}  # futures belong to this run's event loop
         gate = asyncio.Semaphore(self.concurrency)
@@ -57,6 +58,8 @@ class Harness:
             for method in methods:
                 prepare = getattr(method, "prepare", None)
                 if prepare is not None:
+                    if on_prepare is not None:
+                        on_prepare(method.name)
                     await prepare(tasks, repeats, gate)
             return list(await asyncio.gather(*(one(m, t, r) for m in methods for t in tasks for r in range(repeats))))
         finally:
