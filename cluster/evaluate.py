@@ -31,7 +31,7 @@ from rich.table import Table
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.episode import EpisodeRunner
-from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy
+from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
 from conductor.evaluation.earlier_outcomes import earlier_outcomes
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext, build_methods
@@ -75,7 +75,7 @@ def questions_for(config: Config) -> tuple[list[Task], list[Task]]:
 def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optional[tuple[VllmSampler, Any]]:
     """The vLLM engine and tokenizer of ``evaluate.policy``, when a conductor method is to be run."""
     name = config.evaluate.conductor_name
-    if not any(kind in CONDUCTOR_METHODS and name + kind.removeprefix("conductor") not in skip
+    if not any(kind in CONDUCTOR_METHODS and conductor_label(name, kind) not in skip
                for kind in config.evaluate.methods):
         return None
     if not config.evaluate.policy:

@@ -33,7 +33,7 @@ def clustered_table(rng, centres, per_cluster=80, workers=4, dims=24):
     accuracy[:per_cluster, 1] = accuracy[per_cluster:, 3] = 0.9
     correct = (rng.random(accuracy.shape) < accuracy).astype(float)
     ids = tuple(f"q{i}" for i in range(len(points)))
-    return RoutingTable(ids, ("a",) * len(ids), points.astype(np.float32), correct, np.full(correct.shape, 0.01))
+    return RoutingTable(ids, points.astype(np.float32), correct, np.full(correct.shape, 0.01))
 
 
 def test_router_dc_learns_each_clusters_best_worker():

@@ -29,6 +29,12 @@ from conductor.tasks.task import Task
 CONDUCTOR_METHODS = ("conductor", "conductor_recursive")
 
 
+def conductor_label(checkpoint_name: str, kind: str) -> str:
+    """The report's name of a Conductor method: ``conductor_recursive`` of checkpoint ``conductor_cost``
+    is ``conductor_cost_recursive``."""
+    return checkpoint_name + kind.removeprefix("conductor")
+
+
 def is_conductor(method_name: str) -> bool:
     """A Conductor's row, whatever its checkpoint was named in the report (``evaluate.conductor_name``)."""
     return method_name.startswith("conductor")

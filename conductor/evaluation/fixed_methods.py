@@ -42,6 +42,11 @@ CONSENSUS_SAMPLES = 5
 CONSENSUS_TEMPERATURE = 0.7
 
 
+def every_worker_alone(workers: int) -> Workflow:
+    """Each worker answers the question alone, all in parallel (MoA's proposers, Smoothie, the routers' table)."""
+    return Workflow(tuple(Step(w, SOLVE, ()) for w in range(workers)))
+
+
 async def run_workflow(context: MethodContext, workflow: Workflow, task: Task, step_params=None) -> Attempt:
     result = await context.executor.execute(workflow, task.prompt, context.roster, step_params=step_params)
     return Attempt(answer=result.answer, steps=result.steps, infra_error=result.infra_error)
@@ -105,8 +110,8 @@ class MixtureOfAgents:
     async def attempt(self, task: Task, repeat: int) -> Attempt:
         count = len(self.context.roster)
         aggregator = random.Random(f"{self.context.seed}:moa:{task.id}:{repeat}").randrange(count)
-        steps = tuple(Step(i, SOLVE, ()) for i in range(count)) + (Step(aggregator, AGGREGATE, ALL),)
-        return await run_workflow(self.context, Workflow(steps), task)
+        proposers = every_worker_alone(count).steps
+        return await run_workflow(self.context, Workflow(proposers + (Step(aggregator, AGGREGATE, ALL),)), task)
 
 
 def majority(responses: list[str], task: Task) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from conductor.config import VerifierConfig
-from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorMethod, ConductorPolicy
+from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorMethod, ConductorPolicy, conductor_label
 from conductor.evaluation.outcome import Attempt
 from conductor.evaluation.routing_table import RoutingTable, collect_routing_table
 from conductor.executor import WorkflowExecutor
@@ -77,8 +77,8 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
             if context.conductor is None:
                 raise ValueError(f"method {kind!r} needs a trained policy: set evaluate.policy")
             rounds = context.conductor.max_rounds if kind == "conductor_recursive" else 0
-            label = context.conductor.name + kind.removeprefix("conductor")
-            methods.append(ConductorMethod(label, context.roster, context.conductor, rounds))
+            methods.append(ConductorMethod(conductor_label(context.conductor.name, kind), context.roster,
+                                           context.conductor, rounds))
             continue
         if kind in POOL_WIDE:
             if worker:

@@ -38,14 +38,11 @@ TEMPERATURE, SAMPLE_SAMPLE_WEIGHT = 0.1, 1.0
 EPOCHS, CHECK_EVERY, LEARNING_RATE, WIDTH = 300, 10, 1e-3, 128
 
 
-def kmeans(points: np.ndarray, k: int, seed: int, rounds: int = 50) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    k = min(k, len(points))
-    centres = points[rng.choice(len(points), k, replace=False)]
-    for _ in range(rounds):
-        labels = np.argmin(((points[:, None] - centres[None]) ** 2).sum(-1), axis=1)
-        centres = np.stack([points[labels == c].mean(0) if (labels == c).any() else centres[c] for c in range(k)])
-    return labels
+def kmeans(points: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Cluster labels of ``points`` (scikit-learn's k-means; at most one cluster per point)."""
+    from sklearn.cluster import KMeans
+
+    return KMeans(n_clusters=min(k, len(points)), n_init=4, random_state=seed).fit_predict(points)
 
 
 def train_router_dc(table: RoutingTable, seed: int = 0) -> Any:

@@ -19,13 +19,11 @@ from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.tasks.task import Task
 from conductor.verifiers.verify import verify
-from conductor.workflow import Step, Workflow
 
 
 @dataclass(frozen=True)
 class RoutingTable:
     task_ids: tuple[str, ...]
-    domains: tuple[str, ...]
     embeddings: np.ndarray  # questions x 384, unit rows
     correct: np.ndarray  # questions x workers, 1.0 / 0.0; NaN where the call failed (infrastructure)
     usd: np.ndarray  # questions x workers
@@ -37,11 +35,11 @@ class RoutingTable:
 async def collect_routing_table(tasks: Sequence[Task], roster: Roster, executor: WorkflowExecutor,
                                 verifier: VerifierConfig, limit: asyncio.Semaphore) -> RoutingTable:
     from conductor.evaluation.embeddings import embed
-    from conductor.evaluation.fixed_methods import SOLVE
+    from conductor.evaluation.fixed_methods import every_worker_alone
 
     if not tasks:
         raise ValueError("the routers need training questions: evaluate on split 'heldout' or 'val'")
-    everyone = Workflow(tuple(Step(w, SOLVE, ()) for w in range(len(roster))))
+    everyone = every_worker_alone(len(roster))
 
     async def row(task: Task) -> tuple[list[float], list[float]]:
         async with limit:
@@ -54,5 +52,5 @@ async def collect_routing_table(tasks: Sequence[Task], roster: Roster, executor:
 
     rows = await asyncio.gather(*(row(task) for task in tasks))
     embeddings = await asyncio.to_thread(embed, [task.prompt for task in tasks])
-    return RoutingTable(tuple(t.id for t in tasks), tuple(t.domain for t in tasks), embeddings,
+    return RoutingTable(tuple(t.id for t in tasks), embeddings,
                         np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))

@@ -31,7 +31,6 @@ import numpy as np
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
 from conductor.tasks.task import Task
-from conductor.workflow import Step, Workflow
 
 NEIGHBOURS = 20
 
@@ -71,10 +70,10 @@ class Smoothie:
 
     async def prepare(self, tasks: list[Task], repeats: int, limit: asyncio.Semaphore) -> None:
         from conductor.evaluation.embeddings import embed
-        from conductor.evaluation.fixed_methods import SOLVE
+        from conductor.evaluation.fixed_methods import every_worker_alone
 
         workers = len(self.context.roster)
-        everyone = Workflow(tuple(Step(w, SOLVE, ()) for w in range(workers)))
+        everyone = every_worker_alone(workers)
 
         async def all_answers(task: Task) -> tuple[list, float]:
             async with limit:
