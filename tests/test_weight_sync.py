@@ -36,9 +36,11 @@ def records(version):
     return make_records(16, version, seed=version, prompt_tokens=24, completion_tokens=10)
 
 
+# Every pair of (ZeRO stage, ranks, transport) values once, and ZeRO-3 over two ranks (parameters
+# partitioned, gathered for export) with both transports: 5 of the 8 combinations.
 @pytest.mark.parametrize("stage,ranks,transport", [
-    (2, 1, "object_store"), (3, 1, "object_store"), (2, 2, "object_store"), (3, 2, "object_store"),
-    (2, 1, "collective"), (3, 1, "collective"), (2, 2, "collective"), (3, 2, "collective")])
+    (2, 2, "object_store"), (3, 1, "object_store"), (3, 2, "object_store"),
+    (2, 1, "collective"), (3, 2, "collective")])
 def test_engines_match_learner_after_each_step(engines, policy, stage, ranks, transport):
     config = LearnerConfig(zero_stage=stage, ranks=ranks, num_cpus_per_rank=0.5, lr=2e-2, warmup_steps=0,
                            micro_batch_size=4, sync_bucket_mb=0.05)  # several buckets on a 1 MB model
