@@ -23,12 +23,12 @@ CUDA_EXTRAS = ["torchvision", "torchaudio", "torchcodec", "triton"]
 SETTING = re.compile(r"^(?:global|install|:env:)\.(find-links|constraint|index-url|extra-index-url)='(.*)'$")
 
 
-def pip_sources(python: Path) -> list[str]:
-    """uv flags for the sources in ``pip config list`` (files and PIP_* variables); a file:// index or
-    find-links location that does not exist is skipped (pip only warns about it, uv would fail)."""
-    listed = subprocess.run([str(python), "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+def uv_source_flags(pip_config_listing: str) -> list[str]:
+    """uv flags for the sources in the output of ``pip config list`` (files and PIP_* variables), each
+    value once; a file:// index or find-links location that does not exist is skipped (pip only warns
+    about it, uv would fail)."""
     flags: list[str] = []
-    for line in listed.splitlines():
+    for line in pip_config_listing.splitlines():
         match = SETTING.match(line.strip())
         if not match:
             continue
@@ -48,10 +48,11 @@ def main(target: str) -> int:
     python = root / "bin" / "python"
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     uv = root / "bin" / "uv"
+    pip_config = subprocess.run([str(python), "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
     installed = subprocess.run([*pip, "uv"]).returncode == 0 and subprocess.run(
         [str(uv), "pip", "install", "--python", str(python), "-q", "--compile-bytecode",
          "--index-strategy", "unsafe-best-match",
-         *pip_sources(python), *SPEC]).returncode == 0
+         *uv_source_flags(pip_config), *SPEC]).returncode == 0
     if not installed:
         print("uv could not install the environment; installing with pip", file=sys.stderr)
         subprocess.run([*pip, *SPEC], check=True)

@@ -116,8 +116,8 @@ def test_train_writes_its_outputs(first):
     AutoModelForCausalLM.from_pretrained(run / "policy")
     AutoTokenizer.from_pretrained(run / "policy")
 
-    # Repeatability: tests/test_a_collapsed_format_... (a second run of the same seed learns the same
-    # until its format floor first acts). Resuming from a checkpoint: tests/test_cluster_job.py.
+    # Repeatability: the collapsed-format test below (a second run of the same seed learns the same until
+    # its format floor first acts). Resuming from a checkpoint: tests/test_cluster_job.py.
 
 
 @pytest.fixture(scope="module")
