@@ -10,6 +10,7 @@ written: on this CPU head it gets as far as its preflight check, which must name
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -183,9 +184,13 @@ def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, 
     runtime_env.write_text(yaml.safe_dump(spec))
     # Every Ray process of the head reports its metrics each second instead of Ray's 10 s, so that a job
     # of seconds shows every family before its actors exit (what an actor never reported is lost).
+    # Token auth with the test's own token: `ray start` does not create one, and on a new machine
+    # ~/.ray/auth_token does not exist yet.
+    token_file = tmp_path / "ray_auth_token"
+    token_file.write_text(secrets.token_hex(32))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", RAY_AUTH_MODE="token",
-               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0",
-               RAY_metrics_report_interval_ms="1000")
+               RAY_AUTH_TOKEN_PATH=str(token_file), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+               RAY_USAGE_STATS_ENABLED="0", RAY_metrics_report_interval_ms="1000")
     env.pop("RAY_ADDRESS", None)
     head = Head(env)
     try:
