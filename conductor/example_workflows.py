@@ -11,7 +11,11 @@ starts from a policy that already samples every shape it may learn to prefer. Sh
 - ``plan``: a worker outlines an approach without solving, a second solves with the outline in view.
 
 A policy that learns a shape learns it in these words; the simulated orchestra reads subtasks by their
-meaning (conductor/simulator/roles.py), so the same words would steer a real LLM the same way.
+meaning (conductor/simulator/roles.py), so the same words would steer a real LLM the same way. The
+subtasks are short and share few words: on paper-7 prompts, the 656k-parameter tiny policy trained from
+scratch wrote one subtask's words into another's place with longer phrasings that shared "the final
+answer" and "the question" (150 SFT steps: no parsable workflow); with these, 400 steps give 12 of 12
+greedy and 83% of samples at temperature 1 parsable.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ from collections.abc import Mapping
 
 from conductor.workflow import ALL, Step, Workflow
 
-SOLVE = "Solve the question and give the final answer in the requested format."
-VERIFY = "Check the answer above step by step, correct any error, and give the final answer."
-AGGREGATE = "Compare the answers above, reconcile them if they disagree, and give the final answer."
-PLAN = "Outline an approach to the question. Do not solve it."
-SOLVE_WITH_PLAN = "Follow the approach above to solve the question and give the final answer."
+SOLVE = "Solve the question. Give the final answer."
+VERIFY = "Check the answer above and fix any error."
+AGGREGATE = "Reconcile the answers above."
+PLAN = "Outline an approach. Do not solve."
+SOLVE_WITH_PLAN = "Solve the question with the plan above."
 
 SHAPES = ("solve", "verify", "verify_chain", "aggregate", "plan")
 
