@@ -241,6 +241,8 @@ class SftConfig(Section):
                                      "(conductor/example_workflows.py)")
     prompt_loss: bool = Field(default=True, description="also train on the prompt tokens (the model learns to "
                               "read them)")
+    target_only_steps: int = Field(default=0, ge=0, description="then this many steps on the target tokens "
+                                   "alone (fresh optimizer and schedule): the format's reliability")
 
     @model_validator(mode="after")
     def _known_shapes(self) -> SftConfig:

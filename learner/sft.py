@@ -7,6 +7,12 @@ Loss is next-token cross-entropy on the target tokens, and by default on the pro
 model trained only on targets whose worker ids are random learns to ignore the question, and RL then
 has no features to route on. AdamW with linear warmup then cosine decay (the design's measured recipe:
 lr 3e-3, 20 warmup steps).
+
+``target_only_steps`` > 0 adds a second phase on the target tokens alone (a fresh optimizer and schedule,
+the same examples' seed): the prompt phase gives the question features, this one the format's
+reliability. Measured on paper-7 (656k-parameter policy): prompt loss alone, 50% of samples parse at
+temperature 1 and GRPO kept one-step workflows; targets alone, 83% parse but the policy ignored the
+domain; 400 + 200 steps, 97% parse at the start of GRPO, which then learned multi-step workflows.
 """
 
 from __future__ import annotations
@@ -21,14 +27,22 @@ from conductor.example_workflows import random_workflow
 from learner.lr_schedule import lr_factor
 
 
-def lr_at(step: int, settings: SftConfig) -> float:
-    return settings.lr * lr_factor(step, settings.warmup_steps, settings.steps, "cosine")
+def lr_at(step: int, settings: SftConfig, steps: int | None = None) -> float:
+    return settings.lr * lr_factor(step, settings.warmup_steps, settings.steps if steps is None else steps, "cosine")
 
 
 def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
                    settings: SftConfig, seed: int = 0) -> list[float]:
-    """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses.
-    ``settings`` is the config's ``sft`` section (its ``prompts`` field is the caller's business)."""
+    """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses of
+    both phases. ``settings`` is the config's ``sft`` section (``prompts`` is the caller's business)."""
+    losses = _phase(model, tokenizer, prompts, num_workers, settings, settings.steps, settings.prompt_loss, seed)
+    if settings.target_only_steps:
+        losses += _phase(model, tokenizer, prompts, num_workers, settings, settings.target_only_steps, False, seed)
+    return losses
+
+
+def _phase(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
+           settings: SftConfig, steps: int, prompt_loss: bool, seed: int) -> list[float]:
     rng = random.Random(seed)
     torch.manual_seed(seed)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -36,7 +50,7 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.99))
     model.train()
     losses = []
-    for step in range(settings.steps):
+    for step in range(steps):
         rows = []
         for _ in range(settings.batch_size):
             prompt = list(rng.choice(prompts))
@@ -50,11 +64,11 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
         for i, (prompt, target) in enumerate(rows):
             sequence = prompt + target
             ids[i, :len(sequence)] = torch.tensor(sequence)
-            start = 0 if settings.prompt_loss else len(prompt)
+            start = 0 if prompt_loss else len(prompt)
             labels[i, start:len(sequence)] = torch.tensor(sequence[start:])
             mask[i, :len(sequence)] = 1
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, settings)
+            group["lr"] = lr_at(step, settings, steps)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         optimizer.zero_grad()
         loss.backward()

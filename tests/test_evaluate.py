@@ -56,6 +56,7 @@ def test_the_report_files_are_written(evaluated):
     assert "| moa |" in markdown and "python -m cluster.evaluate" in markdown
     for png in ("accuracy_cost.png", "steps_by_domain.png"):
         assert (run / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({png})" in markdown  # the table shows its figures
     methods = {r["method"] for r in rows}
     assert len(rows) == len(methods) * 3 * PER_DOMAIN * 2  # every method, question and repeat, oracle included
 

@@ -31,7 +31,10 @@ def write_report(directory: Path, outcomes: Sequence[Outcome], table: dict[str, 
     pq.write_table(pa.Table.from_pylist([o.row() for o in outcomes]), paths[0])
     workflows = workflow_stats(outcomes, is_conductor)
     paths[1].write_text(json.dumps({**as_json(table, meta), "workflows": workflows}, indent=2) + "\n")
-    paths[2].write_text(markdown(table, meta) + "\n".join(conductor_comparison(table) + markdown_lines(workflows)))
+    figures = ["", f"![accuracy against $ per question]({FILES[3]})", "",
+               f"![steps per workflow by domain]({FILES[4]})", ""]
+    paths[2].write_text(markdown(table, meta)
+                        + "\n".join(conductor_comparison(table) + markdown_lines(workflows) + figures))
     plot_accuracy_cost(table, paths[3])
     plot_steps(outcomes, paths[4])
     return paths

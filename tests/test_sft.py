@@ -1,0 +1,47 @@
+"""The SFT warm start's two phases: prompt-and-target loss for ``steps``, then ``target_only_steps`` on the
+targets alone, which is exactly a target-only warm start of its own (fresh optimizer, schedule, seed)."""
+
+import copy
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from conductor.config import SftConfig
+from conductor.prompt_builder import chat_ids
+from learner.sft import sft_warm_start
+from learner.tiny_policy import build_tiny_policy
+
+
+def tiny(tmp_path):
+    path = build_tiny_policy(tmp_path / "policy")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    prompts = [chat_ids(tokenizer, [{"role": "user", "content": f"What is {n} + {n}?"}]) for n in range(4)]
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), tokenizer, prompts
+
+
+def train(model, tokenizer, prompts, **settings):
+    model = copy.deepcopy(model)
+    config = SftConfig(batch_size=2, warmup_steps=1, shapes={"solve": 1.0, "verify": 1.0}, **settings)
+    return model, sft_warm_start(model, tokenizer, prompts, 3, config, seed=7)
+
+
+def same_weights(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_the_target_only_phase_is_a_target_only_warm_start(tmp_path):
+    model, tokenizer, prompts = tiny(tmp_path)
+    second, second_losses = train(model, tokenizer, prompts, steps=0, target_only_steps=3)
+    alone, alone_losses = train(model, tokenizer, prompts, steps=3, prompt_loss=False)
+    assert second_losses == alone_losses and same_weights(second, alone)
+
+
+def test_both_phases_run_in_order(tmp_path):
+    model, tokenizer, prompts = tiny(tmp_path)
+    both, both_losses = train(model, tokenizer, prompts, steps=2, target_only_steps=2)
+    first, first_losses = train(model, tokenizer, prompts, steps=2)
+    assert len(both_losses) == 4 and both_losses[:2] == first_losses
+    assert not same_weights(both, first)  # the second phase trained on
+    with_prompt, _ = train(model, tokenizer, prompts, steps=2, prompt_loss=True)
+    targets_only, _ = train(model, tokenizer, prompts, steps=2, prompt_loss=False)
+    assert not same_weights(with_prompt, targets_only)  # the loss masks differ
