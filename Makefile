@@ -16,7 +16,7 @@ export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: train eval demo test test-fast venv clean
+.PHONY: train eval results-paper7 demo test test-fast venv clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,23 @@ train: $(STAMP)
 eval: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	$(PY) -m cluster.evaluate --config configs/eval-paper7.yaml $(if $(ARGS),$(ARGS),)
+
+# docs/results/paper7.{md,json} (+ PNGs in docs/results/paper7/): train the paper-7 Conductor, and again with a
+# cost penalty (the same SFT warm start, copied), then score both against every baseline on the held-out split.
+results-paper7: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m cluster.train --config configs/train-paper7.yaml
+	mkdir -p runs/train-paper7-cost && cp -rT runs/train-paper7/sft runs/train-paper7-cost/sft
+	$(PY) -m cluster.train --config configs/train-paper7.yaml --set run_name=train-paper7-cost \
+		--set reward.cost_penalty_per_usd=2
+	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml --set evaluate.policy=runs/train-paper7/policy \
+		--set run_name=eval-train-paper7
+	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml --set evaluate.policy=runs/train-paper7-cost/policy \
+		--set evaluate.conductor_name=conductor_cost --set "evaluate.reuse=[runs/eval-train-paper7/outcomes.parquet]" \
+		--set run_name=paper7 --set output.dir=docs/results
+	cp docs/results/paper7/report.json docs/results/paper7.json
+	sed 's#](\([a-z_]*\.png\))#](paper7/\1)#' docs/results/paper7/report.md > docs/results/paper7.md
+	rm docs/results/paper7/report.json docs/results/paper7/report.md docs/results/paper7/outcomes.parquet
 
 demo: $(STAMP)
 	@mkdir -p $(TMPDIR)
