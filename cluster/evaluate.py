@@ -77,6 +77,10 @@ def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optio
     name = config.evaluate.conductor_name
     if not any(kind in CONDUCTOR_METHODS and conductor_label(name, kind) not in skip
                for kind in config.evaluate.methods):
+        reused = sorted(skip & {conductor_label(name, kind) for kind in CONDUCTOR_METHODS})
+        if config.evaluate.policy and reused:
+            raise ValueError(f"evaluate.reuse already holds {', '.join(reused)}, so evaluate.policy would not run: "
+                             "name this checkpoint with evaluate.conductor_name (e.g. conductor_new)")
         return None
     if not config.evaluate.policy:
         raise ValueError("the conductor methods need a trained policy: set evaluate.policy")
@@ -111,7 +115,9 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
         context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy, tuple(train),
                                 config.verifier, factories={"rllib_router": lambda name, ctx: RLlibRouter(
                                     name, ctx, config.evaluate.rllib_iterations)})
-        methods = [m for m in build_methods(config.evaluate.methods, context) if m.name not in skip]
+        reused = {kind for kind in CONDUCTOR_METHODS if conductor_label(config.evaluate.conductor_name, kind) in skip}
+        names = [n for n in config.evaluate.methods if n not in reused]  # read, so no policy is needed
+        methods = [m for m in build_methods(names, context) if m.name not in skip]
         total = len(methods) * len(tasks) * config.evaluate.repeats
         columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[last]}"))

@@ -78,3 +78,16 @@ def test_a_conductor_method_without_a_policy_is_a_clear_error(capsys, tmp_path):
     code = evaluate_main(["--config", "configs/train-paper7.yaml", "--set", f"output.dir={tmp_path}",
                           "--set", f"evaluate.policy={tmp_path}", "--set", "evaluate.questions_per_domain=1"])
     assert code == 2 and "not a model directory" in capsys.readouterr().err
+
+
+def test_a_reused_conductor_is_read_and_a_new_policy_needs_its_own_name(evaluated, capsys, tmp_path):
+    common = ["--config", "configs/train-toy.yaml", "--set", f"output.dir={tmp_path}",
+              "--set", "simulator.toy_items_per_domain=30", "--set", f"evaluate.questions_per_domain={PER_DOMAIN}",
+              "--set", "evaluate.methods=[conductor,random]",
+              "--set", f"evaluate.reuse=[{evaluated / 'outcomes.parquet'}]"]
+    assert evaluate_main([*common, "--set", "run_name=r"]) == 0  # no policy needed: nothing runs
+    earlier = json.loads((evaluated / "report.json").read_text())["methods"]["conductor"]
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["methods"]["conductor"] == earlier
+    capsys.readouterr()
+    code = evaluate_main([*common, "--set", "run_name=s", "--set", f"evaluate.policy={tmp_path}"])
+    assert code == 2 and "evaluate.conductor_name" in capsys.readouterr().err
