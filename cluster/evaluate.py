@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from pathlib import Path
 from typing import Any, Optional
 
@@ -72,14 +72,18 @@ def questions_for(config: Config) -> tuple[list[Task], list[Task]]:
     return tasks, train
 
 
+def reused_conductor_kinds(config: Config, skip: Set[str]) -> set[str]:
+    """The Conductor methods whose rows, under this checkpoint's name, are read from earlier outcomes."""
+    return {kind for kind in CONDUCTOR_METHODS if conductor_label(config.evaluate.conductor_name, kind) in skip}
+
+
 def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optional[tuple[VllmSampler, Any]]:
     """The vLLM engine and tokenizer of ``evaluate.policy``, when a conductor method is to be run."""
-    name = config.evaluate.conductor_name
-    if not any(kind in CONDUCTOR_METHODS and conductor_label(name, kind) not in skip
-               for kind in config.evaluate.methods):
-        reused = sorted(skip & {conductor_label(name, kind) for kind in CONDUCTOR_METHODS})
+    reused = reused_conductor_kinds(config, skip)
+    if not any(kind in CONDUCTOR_METHODS and kind not in reused for kind in config.evaluate.methods):
         if config.evaluate.policy and reused:
-            raise ValueError(f"evaluate.reuse already holds {', '.join(reused)}, so evaluate.policy would not run: "
+            labels = sorted(conductor_label(config.evaluate.conductor_name, kind) for kind in reused)
+            raise ValueError(f"evaluate.reuse already holds {', '.join(labels)}, so evaluate.policy would not run: "
                              "name this checkpoint with evaluate.conductor_name (e.g. conductor_new)")
         return None
     if not config.evaluate.policy:
@@ -115,7 +119,7 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
         context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy, tuple(train),
                                 config.verifier, factories={"rllib_router": lambda name, ctx: RLlibRouter(
                                     name, ctx, config.evaluate.rllib_iterations)})
-        reused = {kind for kind in CONDUCTOR_METHODS if conductor_label(config.evaluate.conductor_name, kind) in skip}
+        reused = reused_conductor_kinds(config, skip)
         names = [n for n in config.evaluate.methods if n not in reused]  # read, so no policy is needed
         methods = [m for m in build_methods(names, context) if m.name not in skip]
         total = len(methods) * len(tasks) * config.evaluate.repeats

@@ -27,8 +27,9 @@ from conductor.example_workflows import random_workflow
 from learner.lr_schedule import lr_factor
 
 
-def lr_at(step: int, settings: SftConfig, steps: int | None = None) -> float:
-    return settings.lr * lr_factor(step, settings.warmup_steps, settings.steps if steps is None else steps, "cosine")
+def lr_at(step: int, settings: SftConfig, steps: int) -> float:
+    """The learning rate at ``step`` of a phase ``steps`` long."""
+    return settings.lr * lr_factor(step, settings.warmup_steps, steps, "cosine")
 
 
 def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
