@@ -1,4 +1,5 @@
-"""Chaos for tests and demos: kill a random actor of the next configured kind every ``every_s`` seconds.
+"""Chaos for tests and demos: kill a random actor of the next configured kind every ``every_s`` seconds,
+or after every ``every_steps`` training steps (the driver reports each step through ``on_step``).
 
 Kinds: ``rollout_actor``, ``engine``, ``pool`` (restarted by Ray: ``max_restarts``) and ``learner`` (a
 DeepSpeed rank cannot rejoin its group; the driver rebuilds the group from the newest checkpoint). The
@@ -29,19 +30,28 @@ class ChaosMonkey:
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="chaos", daemon=True)
 
+    @property
+    def limit(self) -> int:
+        return self.config.max_kills or len(self.config.kill)
+
     def start(self) -> ChaosMonkey:
-        if self.config.kill:
+        if self.config.kill and self.config.every_steps is None:
             self.thread.start()
         return self
+
+    def on_step(self, step: int) -> None:
+        """A training step finished: on a step schedule, kill the next kind when it is due."""
+        every = self.config.every_steps
+        if self.config.kill and every is not None and step % every == 0 and len(self.kills) < self.limit:
+            self.kill_one(self.config.kill[len(self.kills) % len(self.config.kill)])
 
     def stop(self) -> None:
         self.stopped.set()
 
     def _run(self) -> None:
-        limit = self.config.max_kills or len(self.config.kill)
         if self.stopped.wait(self.config.first_after_s):
             return
-        while len(self.kills) < limit and not self.stopped.wait(self.config.every_s):
+        while len(self.kills) < self.limit and not self.stopped.wait(self.config.every_s):
             kind = self.config.kill[len(self.kills) % len(self.config.kill)]
             self.kill_one(kind)
 

@@ -188,6 +188,7 @@ class GrpoRecipe:
                 progress.update(completed=state.step, status=f"reward {row['mean_reward']:.2f} "
                                 f"val best {max(state.best_val, 0.0):.2f}")
                 self.metrics.update(dict(row, policy_version=state.version))
+                self.chaos.on_step(state.step)
                 if self._format_collapsed(row):
                     self._roll_back()
                     continue

@@ -350,10 +350,14 @@ class EvaluateConfig(Section):
 
 
 class ChaosConfig(Section):
-    """Fault injection for tests and demos: kill a random actor of the next listed kind every ``every_s``."""
+    """Fault injection for tests and demos: kill a random actor of the next listed kind every ``every_s``
+    seconds, or, with ``every_steps``, after every that many training steps (a schedule that a fast machine
+    cannot outrun: the kills happen however quickly the steps go)."""
 
     kill: list[Literal["rollout_actor", "engine", "learner", "pool"]] = Field(default_factory=list)
     every_s: float = Field(default=60.0, gt=0)
+    every_steps: Optional[int] = Field(default=None, ge=1, description="kill after steps n, 2n, ...; "
+                                       "replaces every_s and first_after_s")
     first_after_s: float = Field(default=0.0, ge=0, description="extra wait before the first kill")
     max_kills: Optional[int] = Field(default=None, ge=1, description="stop after this many (default: one round)")
     seed: int = 0

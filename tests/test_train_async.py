@@ -74,7 +74,7 @@ def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_
     faults = ["simulator.faults.rate_limit=0.04", "simulator.faults.server_error=0.04", "simulator.faults.timeout=0.04",
               "simulator.faults.disconnect=0.04", "simulator.faults.malformed=0.04", "simulator.faults.hang_s=3",
               "simulator.retry_after_s=0.2"]
-    chaos = ["chaos.kill=[engine, rollout_actor, learner]", "chaos.first_after_s=0", "chaos.every_s=12"]
+    chaos = ["chaos.kill=[engine, rollout_actor, learner]", "chaos.every_steps=6"]  # kills after steps 6, 12, 18
     done = train(tmp_path, "run_name=chaos", "train.steps=30", "train.eval_every=12", "learner.checkpoint_every=4",
                  "train.max_learner_restarts=2", *faults, *chaos, timeout=1500, warm=toy_warm_start)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
