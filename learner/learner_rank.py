@@ -232,7 +232,17 @@ class LearnerRank:
         finally:
             out.discard_staged("checkpoints", tag)
         self.steps_done = int(client_state.get("learner_steps", 0))
+        self._apply_configured_lr()
         return {k: v for k, v in client_state.items() if k != "learner_steps"}
+
+    def _apply_configured_lr(self) -> None:
+        """A checkpoint restores the scheduler's base lr too; the configured ``lr`` wins, so a run resumed
+        with a new ``learner.lr`` uses it from the next step, at the restored point of the schedule."""
+        scheduler = self.scheduler
+        scheduler.base_lrs = [self.config.lr] * len(scheduler.base_lrs)
+        for group, base, factor in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+            group["lr"] = base * factor(scheduler.last_epoch)
+        scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
 
     def export_hf(self, out: RunOutput, tokenizer_from: Optional[str] = None) -> Optional[str]:
         """The policy as a Hugging Face directory at ``out/policy`` (rank 0 writes; all gather under ZeRO-3)."""

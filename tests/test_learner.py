@@ -134,6 +134,15 @@ def test_kill_and_resume_matches_an_uninterrupted_run(ray_local, policy, tmp_pat
     assert abs(expected_losses[3][0]) > 1e-4  # the second mini-batch's ratios differ from 1: a real loss
     for name, tensor in expected_weights.items():
         torch.testing.assert_close(weights[name], tensor, rtol=0, atol=0, msg=lambda m, name=name: f"{name}: {m}")
+    if where == "local":  # resumed with a new lr: the configured lr wins, at the restored point of the schedule
+        config = config.model_copy(update={"lr": 2 * config.lr})  # group() builds from it
+        third = group()
+        try:
+            third.load_checkpoint(out, "step-2")
+            (_, _, lr), = run(third, store, Cursor.from_json(state["cursor"]), range(2, 3))[0]
+        finally:
+            third.shutdown()
+        assert lr == pytest.approx(2 * expected_losses[2][2], rel=1e-9)
 
 
 def test_kl_to_a_frozen_reference_is_zero_at_first_and_grows(ray_local, policy):
