@@ -110,6 +110,13 @@ class RewardConfig(Section):
     correct: float = 1.0
     cost_penalty_per_usd: float = Field(default=0.0, ge=0.0, description="lambda in reward - lambda * $")
 
+    @model_validator(mode="after")
+    def _ordered(self) -> RewardConfig:
+        if not self.format_error <= self.wrong < self.correct:
+            raise ValueError(f"rewards must keep format_error <= wrong < correct; got {self.format_error}, "
+                             f"{self.wrong}, {self.correct}")
+        return self
+
 
 class DatasetSpec(Section):
     format: Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "gpqa", "livecodebench"]

@@ -16,3 +16,19 @@ def test_configured_values_and_cost_penalty():
     settings = RewardConfig(format_error=-1, wrong=0, correct=2, cost_penalty_per_usd=10)
     assert reward(format_ok=True, correct=True, cost_usd=0.05, infra_error=False, settings=settings) == 1.5
     assert reward(format_ok=False, correct=True, cost_usd=0.05, infra_error=False, settings=settings) == -1
+
+
+def test_a_costly_well_formed_episode_never_scores_below_a_format_error():
+    settings = RewardConfig(format_error=0, wrong=0, correct=1, cost_penalty_per_usd=2)
+    unparseable = reward(format_ok=False, correct=False, cost_usd=0, infra_error=False, settings=settings)
+    expensive_wrong = reward(format_ok=True, correct=False, cost_usd=0.05, infra_error=False, settings=settings)
+    assert expensive_wrong == unparseable == 0
+    assert reward(format_ok=True, correct=True, cost_usd=0.05, infra_error=False, settings=settings) == 0.9
+
+
+def test_rewards_out_of_order_are_refused():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="format_error <= wrong < correct"):
+        RewardConfig(format_error=0.5, wrong=0.0)
