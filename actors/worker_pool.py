@@ -27,7 +27,7 @@ import ray
 
 from conductor.config import PoolConfig, ProviderSpec, WorkerSpec
 from conductor.metrics import Families
-from conductor.pool import ChatResult, Messages, WorkerCallError
+from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 from conductor.provider_client import ProviderClient
 
 ACTOR_PREFIX = "conductor-worker-pool"
@@ -45,8 +45,26 @@ class WorkerPoolActor:
         self.rate_limited = 0
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+        return await self._call(worker_id, messages, params)
+
+    async def chat_stream(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None):
+        """A streamed call as a Ray streaming generator: ``{"delta": text}`` items as the reply arrives, then
+        the same final item ``chat`` returns."""
+        pieces: asyncio.Queue = asyncio.Queue()
+        call = asyncio.ensure_future(self._call(worker_id, messages, params, pieces.put_nowait))
+        while not (call.done() and pieces.empty()):
+            getter = asyncio.ensure_future(pieces.get())
+            await asyncio.wait({getter, call}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield {"delta": getter.result()}
+            else:
+                getter.cancel()
+        yield call.result()
+
+    async def _call(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                    on_delta: Optional[DeltaSink] = None) -> dict[str, Any]:
         try:
-            result = await self.client.chat(worker_id, messages, params)
+            result = await self.client.chat(worker_id, messages, params, on_delta)
         except WorkerCallError as exc:
             self.metrics.inc("conductor_pool_calls_total", worker=worker_id, outcome=exc.kind)
             self.metrics.inc("conductor_pool_retries_total", exc.retries, worker=worker_id)
@@ -126,16 +144,31 @@ class RayPool:
                                  f"with a different provider or worker config; stop it or use another namespace")
             self.actors[spec.id] = actor
 
-    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+        """Streamed (``on_delta``) through the actor's streaming generator; a call whose actor died is issued
+        again only while none of its text has been passed on."""
         provider = self.route.get(worker_id)
         if provider is None:
             raise WorkerCallError(worker_id, "not_found", "no such worker in the pool")
         deadline = time.monotonic() + self.deadlines[provider]
+        actor = self.actors[provider]
         while True:
+            passed_on = False
             try:
-                outcome = await self.actors[provider].chat.remote(worker_id, messages, params)
+                if on_delta is None:
+                    outcome = await actor.chat.remote(worker_id, messages, params)
+                    break
+                async for ref in actor.chat_stream.options(num_returns="streaming").remote(worker_id, messages, params):
+                    outcome = await ref
+                    if "delta" in outcome:
+                        passed_on = True
+                        on_delta(outcome["delta"])
                 break
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+                if passed_on:
+                    raise WorkerCallError(worker_id, "stream_broken", f"worker-pool actor for provider {provider} "
+                                          f"died mid-stream ({type(exc).__name__})") from None
                 if isinstance(exc, ray.exceptions.ActorDiedError) or time.monotonic() > deadline:
                     raise WorkerCallError(worker_id, "actor_unavailable", f"worker-pool actor for provider "
                                           f"{provider} is unavailable ({type(exc).__name__})") from None

@@ -15,14 +15,20 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Protocol
 
-from conductor.pool import ChatResult, Messages, WorkerCallError, WorkerPoolClient
+from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError, WorkerPoolClient
 from conductor.roster import Roster
 from conductor.trace import StepTrace
 from conductor.workflow import ALL, Step, Workflow
 
 Turn = tuple[str, str]  # (subtask as sent, response)
+
+
+class StepObserver(Protocol):
+    def step_started(self, round_index: int, index: int, worker_id: str) -> None: ...
+
+    def step_finished(self, trace: StepTrace) -> None: ...
 
 
 @dataclass
@@ -61,8 +67,12 @@ class WorkflowExecutor:
 
     async def execute(self, workflow: Workflow, question: str, roster: Roster, *, round_index: int = 0,
                       previous_final: Optional[Turn] = None,
-                      step_params: Optional[Sequence[dict[str, Any]]] = None) -> ExecutionResult:
-        """``step_params``: per-step sampling parameters (e.g. a ``seed`` per independent sample)."""
+                      step_params: Optional[Sequence[dict[str, Any]]] = None,
+                      observer: Optional[StepObserver] = None,
+                      final_sink: Optional[DeltaSink] = None) -> ExecutionResult:
+        """``step_params``: per-step sampling parameters (e.g. a ``seed`` per independent sample).
+        ``observer`` hears each step start and finish (the endpoint's progress events); ``final_sink``
+        receives the last step's reply as it streams."""
         steps = workflow.steps
         subtasks = [s.subtask for s in steps]
         results: dict[int, ChatResult] = {}
@@ -75,14 +85,21 @@ class WorkflowExecutor:
             responses = {j: results[j].text for j in step.visible_steps(index)}
             messages = self.step_messages(index, step, question, responses, previous_final, subtasks)
             started = time.perf_counter()
+            if observer is not None:
+                observer.step_started(round_index, index, roster.worker_id(step.worker))
+            sink = final_sink if index == len(steps) - 1 else None
             try:
-                result = await self.pool.chat(roster.worker_id(step.worker), messages,
-                                              step_params[index] if step_params else None)
+                params = step_params[index] if step_params else None
+                result = await self.pool.chat(roster.worker_id(step.worker), messages, params, on_delta=sink)
             except WorkerCallError as exc:
                 errors[index] = str(exc)
+                if observer is not None:
+                    observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index]))
                 raise
             results[index] = ChatResult(result.text, result.prompt_tokens, result.completion_tokens,
                                         result.cost_usd, result.retries, time.perf_counter() - started)
+            if observer is not None:
+                observer.step_finished(self._trace(round_index, index, step, roster, results[index], None))
 
         tasks: dict[int, asyncio.Task] = {}
         if self.parallel:

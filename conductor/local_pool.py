@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from conductor.config import PoolConfig
-from conductor.pool import ChatResult, Messages, WorkerCallError
+from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 from conductor.provider_client import ProviderClient
 
 
@@ -16,11 +16,12 @@ class LocalPool:
         self.providers = {spec.id: ProviderClient(spec, routes[spec.id], seed=seed) for spec in config.providers}
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
 
-    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
         provider = self.route.get(worker_id)
         if provider is None:
             raise WorkerCallError(worker_id, "not_found", "no such worker in the pool")
-        return await self.providers[provider].chat(worker_id, messages, params)
+        return await self.providers[provider].chat(worker_id, messages, params, on_delta)
 
     def stats(self) -> dict[str, dict[str, Any]]:
         return {pid: client.snapshot() for pid, client in self.providers.items()}

@@ -7,10 +7,12 @@ retries raises ``WorkerCallError``: infrastructure trouble, never a wrong answer
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
 Messages = list[dict[str, str]]
+DeltaSink = Callable[[str], None]  # receives a streamed reply's text, piece by piece
 
 
 @dataclass(frozen=True)
@@ -35,5 +37,7 @@ class WorkerCallError(Exception):
 
 
 class WorkerPoolClient(Protocol):
-    async def chat(self, worker_id: str, messages: Messages,
-                   params: Optional[dict[str, Any]] = None) -> ChatResult: ...
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+        """``on_delta``: stream the reply into it as it arrives (a pool that cannot stream may hand it the
+        whole text at once); the result is the same either way."""

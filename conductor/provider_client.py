@@ -22,7 +22,7 @@ from typing import Any, Optional
 import openai
 
 from conductor.config import ProviderSpec, WorkerSpec
-from conductor.pool import ChatResult, Messages, WorkerCallError
+from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 from conductor.rate_limits import LimitWaitTooLong, Permit, ProviderLimits
 from conductor.retry_policy import Failure, backoff_seconds, classify
 
@@ -86,7 +86,11 @@ class ProviderClient:
         self.stats["failures"] += 1
         return WorkerCallError(worker_id, kind, self._scrub(message), retries)
 
-    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+        """``on_delta``: stream the reply, handing each piece of text to it as it arrives. An attempt that
+        fails before its first piece is retried as usual; one that fails after cannot be (the caller has
+        already passed the text on), so it is final."""
         worker = self.workers.get(worker_id)
         if worker is None:
             raise WorkerCallError(worker_id, "not_found", f"no worker {worker_id!r} at provider {self.spec.id}")
@@ -106,7 +110,8 @@ class ProviderClient:
                     self.stats["attempts"] += 1
                     sending = _SENDING.set(permit)
                     try:
-                        result, failure = await self._attempt(worker, messages, request, deadline, call_id)
+                        attempt = self._attempt_streamed if on_delta is not None else self._attempt
+                        result, failure = await attempt(worker, messages, request, deadline, call_id, on_delta)
                     finally:
                         _SENDING.reset(sending)
                     if result is not None:
@@ -135,7 +140,8 @@ class ProviderClient:
             self.stats["retries"] += 1
 
     async def _attempt(self, worker: WorkerSpec, messages: Messages, request: dict[str, Any], deadline: float,
-                       call_id: str) -> tuple[Optional[ChatResult], Optional[Failure]]:
+                       call_id: str, on_delta: Optional[DeltaSink] = None,
+                       ) -> tuple[Optional[ChatResult], Optional[Failure]]:
         timeout = max(0.001, min(self.spec.timeout_s, deadline - time.monotonic()))
         try:
             raw = await self.client.chat.completions.with_raw_response.create(
@@ -148,18 +154,58 @@ class ProviderClient:
             if text is None or usage is None:
                 raise ValueError("response has no message content or no usage")
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
-            if isinstance(exc, openai.APIStatusError):
-                self._observe_limits(exc.response.headers)
-            failure = classify(exc, self.spec.retry_after_cap_s)
-            log.debug("provider %s worker %s attempt failed: %s", self.spec.id, worker.id, failure.kind)
-            return None, Failure(failure.kind, failure.retryable, self._scrub(failure.message), failure.status,
-                                 failure.retry_after_s)
-        cost = (usage.prompt_tokens * (worker.price_in_per_m or 0.0)
-                + usage.completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
-        self.stats["prompt_tokens"] += usage.prompt_tokens
-        self.stats["completion_tokens"] += usage.completion_tokens
+            return None, self._failure(worker, exc)
+        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens), None
+
+    async def _attempt_streamed(self, worker: WorkerSpec, messages: Messages, request: dict[str, Any],
+                                deadline: float, call_id: str, on_delta: Optional[DeltaSink] = None,
+                                ) -> tuple[Optional[ChatResult], Optional[Failure]]:
+        """One streamed attempt: the whole stream within the attempt's timeout; usage from the last chunk
+        (``stream_options.include_usage``), estimated from the text where a server sends none."""
+        assert on_delta is not None
+        timeout = max(0.001, min(self.spec.timeout_s, deadline - time.monotonic()))
+        pieces: list[str] = []
+        usage = None
+        try:
+            async with asyncio.timeout(timeout):
+                raw = await self.client.chat.completions.with_raw_response.create(
+                    model=worker.model_name, messages=messages, timeout=timeout, stream=True,
+                    stream_options={"include_usage": True}, extra_headers={"x-conductor-call-id": call_id},
+                    **request)
+                self._observe_limits(raw.headers)
+                async for chunk in raw.parse():
+                    usage = chunk.usage or usage
+                    piece = chunk.choices[0].delta.content if chunk.choices else None
+                    if piece:
+                        pieces.append(piece)
+                        on_delta(piece)
+        except Exception as exc:
+            failure = self._failure(worker, exc)
+            if pieces:  # the caller has passed text on: a retry would repeat it
+                failure = Failure("stream_broken", False, f"stream broke after {len(pieces)} chunks: "
+                                  f"{failure.message}", failure.status)
+            return None, failure
+        text = "".join(pieces)
+        if usage is None:
+            return self._settle(worker, text, estimate_prompt_tokens(messages),
+                                max(1, len(text) // CHARS_PER_TOKEN)), None
+        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens), None
+
+    def _failure(self, worker: WorkerSpec, exc: Exception) -> Failure:
+        if isinstance(exc, openai.APIStatusError):
+            self._observe_limits(exc.response.headers)
+        failure = classify(exc, self.spec.retry_after_cap_s)
+        log.debug("provider %s worker %s attempt failed: %s", self.spec.id, worker.id, failure.kind)
+        return Failure(failure.kind, failure.retryable, self._scrub(failure.message), failure.status,
+                       failure.retry_after_s)
+
+    def _settle(self, worker: WorkerSpec, text: str, prompt_tokens: int, completion_tokens: int) -> ChatResult:
+        cost = (prompt_tokens * (worker.price_in_per_m or 0.0)
+                + completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
+        self.stats["prompt_tokens"] += prompt_tokens
+        self.stats["completion_tokens"] += completion_tokens
         self.stats["cost_usd"] += cost
-        return ChatResult(text, usage.prompt_tokens, usage.completion_tokens, cost), None
+        return ChatResult(text, prompt_tokens, completion_tokens, cost)
 
     def _observe_limits(self, headers: Any) -> None:
         value = headers.get("x-ratelimit-limit-requests") if headers is not None else None

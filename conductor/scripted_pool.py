@@ -7,10 +7,11 @@ latency, and a set of failing workers models a provider that is down (``WorkerCa
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Optional, Union
 
-from conductor.pool import ChatResult, Messages, WorkerCallError
+from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 
 Reply = Union[str, Callable[[Messages], str]]
 
@@ -24,7 +25,8 @@ class ScriptedPool:
         self.price_per_token_usd = price_per_token_usd
         self.calls: list[tuple[str, Messages]] = []
 
-    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
         self.calls.append((worker_id, [dict(m) for m in messages]))
         if worker_id not in self.script:
             raise WorkerCallError(worker_id, "not_found", "no such worker in the script")
@@ -33,6 +35,9 @@ class ScriptedPool:
             raise WorkerCallError(worker_id, "server_error", "scripted outage", retries=3)
         reply = self.script[worker_id]
         text = reply(messages) if callable(reply) else reply
+        if on_delta is not None:  # word by word, as a streaming server would
+            for piece in re.findall(r"\S+\s*|\s+", text):
+                on_delta(piece)
         tokens_in = sum(len(m["content"].split()) for m in messages)
         tokens_out = len(text.split())
         return ChatResult(text=text, prompt_tokens=tokens_in, completion_tokens=tokens_out,

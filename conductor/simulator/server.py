@@ -6,7 +6,8 @@ headers are parsed, before routing and before the body is read, as a provider's 
 auth (if ``api_key_env`` is set), body validation, the server-side rate limit (sliding window
 (t - W, t] over accepted arrivals; 429 with ``Retry-After`` and ``retry-after-ms``), one seeded fault draw
 (429, 5xx, hang, dropped connection, malformed JSON), the worker's latency, then the oracle's answer
-with token usage (``max_tokens`` truncates, ``finish_reason="length"``). Each request-log entry's ``t``
+with token usage (``max_tokens`` truncates, ``finish_reason="length"``), streamed as chunks when the
+request asks (``stream: true``; conductor/simulator/streaming.py). Each request-log entry's ``t``
 is its arrival (wall clock), whatever its status.
 """
 
@@ -34,6 +35,7 @@ from fastapi.responses import JSONResponse, Response
 from conductor.config import SimulatorConfig
 from conductor.simulator.oracle import Oracle
 from conductor.simulator.presets import SimPreset, load_preset
+from conductor.simulator.streaming import SIMULATED_STREAM_DROP, StreamedReply
 
 CHARS_PER_TOKEN = 4
 REQUEST_LOG_LIMIT = 100_000
@@ -68,7 +70,7 @@ class _HideSimulatedDrops(logging.Filter):
             return False  # a hung (injected timeout) request cancelled by our own shutdown
         if "timeout graceful shutdown exceeded" in record.getMessage():
             return False
-        return not (isinstance(exc, ConnectionAbortedError) and str(exc) == SIMULATED_DROP)
+        return not (isinstance(exc, ConnectionAbortedError) and str(exc) in (SIMULATED_DROP, SIMULATED_STREAM_DROP))
 
 
 ARRIVAL = "conductor.arrival"  # scope key: (wall clock, monotonic clock) when the request arrived
@@ -211,26 +213,35 @@ def create_app(config: SimulatorConfig, preset: Optional[SimPreset] = None) -> F
             status = state.rng.choice([500, 502, 503])
             record(model, status, "fault_server_error")
             return _error(status, "The server had an error (injected).", "server_error")
-        if fault == "disconnect":
+        streamed = bool(body.get("stream"))
+        if fault == "disconnect" and not streamed:
             record(model, 200, "fault_disconnect")
             return _DroppedConnection()
-        if fault == "malformed":
+        if fault == "malformed" and not streamed:
             record(model, 200, "fault_malformed")
             return Response('{"id": "chatcmpl-broken", "choices": [', media_type="application/json")
-        await asyncio.sleep(state.latency_s(model) + (config.faults.hang_s if fault == "timeout" else 0.0))
+        latency = state.latency_s(model) + (config.faults.hang_s if fault == "timeout" else 0.0)
+        if not streamed:
+            await asyncio.sleep(latency)
         reply = state.oracle.answer(model, messages, _sample_seed(body))
         text, completion_tokens, finish = reply.text, count_tokens(reply.text), "stop"
         if completion_tokens > max_tokens:
             text, completion_tokens, finish = text[: max_tokens * CHARS_PER_TOKEN], max_tokens, "length"
         reasoning_tokens = min(reply.reasoning_tokens, max(0, max_tokens - completion_tokens))
-        record(model, 200, "fault_timeout" if fault == "timeout" else "ok")
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens + reasoning_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens + reasoning_tokens,
+                 "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}}
+        record(model, 200, f"fault_{fault}" if fault in ("timeout", "disconnect", "malformed") else "ok")
+        if streamed:
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamedReply(model=model, text=text, finish_reason=finish, usage=usage, latency_s=latency,
+                                 first_token_share=config.first_token_share, include_usage=include_usage,
+                                 headers=state.limit_headers(time.monotonic()), fault=fault)
         return JSONResponse(headers=state.limit_headers(time.monotonic()), content={
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
             "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens + reasoning_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens + reasoning_tokens,
-                      "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}},
+            "usage": usage,
         })
 
     return app

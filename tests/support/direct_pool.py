@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from conductor.pool import ChatResult, Messages
+from conductor.pool import ChatResult, DeltaSink, Messages
 from conductor.simulator.oracle import Oracle
 from conductor.simulator.server import count_tokens
 
@@ -19,9 +19,12 @@ class DirectPool:
         self.oracle = oracle
         self.calls = 0
 
-    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> ChatResult:
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
         self.calls += 1
         seed = (params or {}).get("seed")
         reply = self.oracle.answer(worker_id, messages, seed if type(seed) is int else None)
+        if on_delta is not None:
+            on_delta(reply.text)
         prompt = sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
         return ChatResult(reply.text, prompt, count_tokens(reply.text) + reply.reasoning_tokens)
