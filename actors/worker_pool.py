@@ -128,7 +128,8 @@ class RayPool:
     actor is owned by the process that created it and dies with it: create the pool in the driver
     first, so the actors outlive any rollout actor that attaches to them."""
 
-    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None, run_name: str = ""):
+    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None, run_name: str = "", detached: bool = False):
+        """``detached``: the actors outlive their creator (the endpoint's replicas come and go with load)."""
         routes = config.routes()
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
         self.deadlines = {spec.id: spec.deadline_s for spec in config.providers}
@@ -136,8 +137,9 @@ class RayPool:
         for spec in config.providers:
             workers = routes[spec.id]
             where = placement_options(spec, lambda: ray.get_runtime_context().get_node_id())
+            lifetime = {"lifetime": "detached"} if detached else {}
             actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True,
-                                            **where).remote(spec, workers, seed, run_name)
+                                            **where, **lifetime).remote(spec, workers, seed, run_name)
             running = ray.get(actor.spec.remote())
             if running != (spec, sorted(workers, key=lambda w: w.id)):
                 raise ValueError(f"a WorkerPool actor for provider {spec.id!r} already runs in this Ray namespace "

@@ -8,7 +8,7 @@ come from the environment variable ``auth.keys_env`` and are hashed as they are 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
@@ -38,7 +38,7 @@ class ServedModel(Section):
 class ServeAuth(Section):
     required: bool = Field(default=True, description="false only for a local trial: anyone may call")
     key_hashes: list[str] = Field(default_factory=list, description="sha256:<hex> of each accepted key "
-                                  "(python -m cluster.serve --hash-key reads a key on stdin and prints it)")
+                                  "(python -m conductor.serving.api_keys reads a key on stdin, prints it)")
     keys_env: Optional[str] = Field(default="CONDUCTOR_API_KEYS", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                     description="env var with comma-separated plaintext keys, hashed on read")
 
@@ -72,6 +72,8 @@ class ServeDeployment(Section):
 
 class ServeConfig(Section):
     policy: Optional[str] = Field(default=None, description="the trained Conductor: an HF dir (a run's policy/)")
+    runtime: Literal["standalone", "ray_serve"] = Field(default="standalone", description="one process "
+                                                       "(uvicorn), or Ray Serve deployments on a cluster")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     models: list[ServedModel] = Field(default_factory=list)

@@ -1,0 +1,235 @@
+"""Serve a trained Conductor behind an OpenAI-compatible endpoint (conductor/serving/).
+
+    python -m cluster.serve --config configs/serve-paper7.yaml --set serve.policy=runs/train-paper7/policy
+
+``serve.runtime: standalone`` (the default) runs it in this process: uvicorn, the Conductor on an in-process
+vLLM engine, the pool's clients in-process. ``serve.runtime: ray_serve`` deploys it on the Ray cluster at
+``RAY_ADDRESS`` (or a local one): a ``ConductorEngine`` deployment (vLLM, ``serve.deployment.engine_replicas``)
+and an autoscaled ``ConductorIngress`` deployment (the HTTP app), whose replicas share the pool's
+WorkerPool actors (actors/worker_pool.py), so a provider's rate limits hold across all of them.
+With no ``pool.workers`` configured, the simulated pool (``simulator.*``) is served from this process
+on loopback; keep the process running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from conductor.config import Config
+from conductor.config_loader import config_from_cli
+from conductor.rollout import Sample, SamplingSettings
+
+log = logging.getLogger("conductor.serve")
+
+
+def policy_dir(config: Config) -> str:
+    from conductor.run_output import local_copy
+
+    if not config.serve.policy:
+        raise ValueError("serve.policy is not set: point it at a trained Conductor (a run's policy/ dir)")
+    path = local_copy(config.serve.policy, config.output.storage_options)
+    if not Path(path, "config.json").is_file():
+        raise ValueError(f"serve.policy {config.serve.policy!r} is not a model directory (no config.json)")
+    return path
+
+
+def with_pool(config: Config, stack: contextlib.ExitStack) -> Config:
+    """The config with a pool: the configured one, or the simulated one started here on loopback."""
+    if config.pool.workers:
+        return config
+    from conductor.simulator.presets import simulated_pool_config
+    from conductor.simulator.server import SimulatorServer
+
+    sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
+    log.info("simulated pool (%s) on %s", sim.state.preset.name, sim.base_url)
+    key = {"api_key_env": config.simulator.api_key_env} if config.simulator.api_key_env else {}
+    return config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url, **key)})
+
+
+class LocalServer:
+    """The standalone stack as a context manager: ``.app`` is the ASGI app, ``.config`` the config it runs."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self) -> LocalServer:
+        from transformers import AutoTokenizer
+
+        from conductor.local_pool import LocalPool
+        from conductor.serving.app import create_app
+        from conductor.serving.orchestrator import Orchestrator
+        from conductor.vllm_sampler import BatchedGenerator, VllmSampler
+
+        try:
+            self.config = with_pool(self.config, self.stack)
+            path = policy_dir(self.config)
+            sampler = VllmSampler(path, self.config.engine, self.config.seed)
+            self.pool = LocalPool(self.config.pool, seed=self.config.seed)
+            orchestrator = Orchestrator(self.config, BatchedGenerator(sampler), AutoTokenizer.from_pretrained(path),
+                                        self.pool)
+            self.app = create_app(orchestrator, self.config.serve)
+        except BaseException:
+            self.stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stack.close()
+
+
+class ThreadedServer:
+    """uvicorn on a background thread (tests, benchmarks): ``base_url`` once started."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
+        import socket
+
+        import uvicorn
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, port))
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                                    timeout_keep_alive=75, backlog=2048))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def __enter__(self) -> ThreadedServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the endpoint did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+def run_standalone(config: Config) -> None:
+    import uvicorn
+
+    with LocalServer(config) as local:
+        names = ", ".join(n for m in local.config.serve.models for n in m.names)
+        log.info("serving %s on http://%s:%d/v1", names, config.serve.host, config.serve.port)
+        uvicorn.run(local.app, host=config.serve.host, port=config.serve.port, log_level="info",
+                    timeout_keep_alive=75, backlog=2048)
+
+
+# -- Ray Serve --------------------------------------------------------------------------------------------
+
+
+class ConductorEngine:
+    """A Serve replica of the Conductor's vLLM engine; concurrent requests share batched forward passes."""
+
+    def __init__(self, policy_path: str, config_json: str):
+        from conductor.vllm_sampler import BatchedGenerator, VllmSampler
+
+        config = Config.model_validate_json(config_json)
+        self.generator = BatchedGenerator(VllmSampler(policy_path, config.engine, config.seed))
+
+    async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
+        return await self.generator.generate(prompts, n, sampling)
+
+
+class EngineHandleGenerator:
+    """The orchestrator's ``Generator`` over a handle to the engine deployment."""
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+
+    async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
+        return await self.handle.generate.remote(prompts, n, sampling)
+
+
+class ConductorIngress:
+    """A Serve replica of the HTTP app; the app is built on the replica (``__serve_build_asgi_app__``)."""
+
+    def __init__(self, config_json: str, policy_path: str, engine: Any):
+        from transformers import AutoTokenizer
+
+        from actors.worker_pool import RayPool
+        from conductor.serving.app import create_app
+        from conductor.serving.orchestrator import Orchestrator
+
+        config = Config.model_validate_json(config_json)
+        pool = RayPool(config.pool, seed=config.seed, run_name=f"serve-{config.run_name}", detached=True)
+        orchestrator = Orchestrator(config, EngineHandleGenerator(engine), AutoTokenizer.from_pretrained(policy_path),
+                                    pool)
+        self.app = create_app(orchestrator, config.serve)
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return self.app
+
+
+def ray_serve_app(config: Config, policy_path: str) -> Any:
+    """The Serve application: the ingress bound to the engine, with the config's replica and autoscaling knobs."""
+    from ray import serve
+
+    knobs = config.serve.deployment
+    engine = serve.deployment(ConductorEngine, name="ConductorEngine", num_replicas=knobs.engine_replicas,
+                              max_ongoing_requests=knobs.max_ongoing_requests,
+                              ray_actor_options={"num_cpus": config.engine.num_cpus,
+                                                 "num_gpus": config.engine.num_gpus})
+    ingress = serve.deployment(serve.ingress()(ConductorIngress), name="ConductorIngress",
+                               max_ongoing_requests=knobs.max_ongoing_requests,
+                               autoscaling_config={"min_replicas": knobs.min_replicas,
+                                                   "max_replicas": knobs.max_replicas,
+                                                   "target_ongoing_requests": knobs.target_ongoing_requests},
+                               ray_actor_options={"num_cpus": knobs.ingress_num_cpus})
+    config_json = config.model_dump_json()
+    return ingress.bind(config_json, policy_path, engine.bind(policy_path, config_json))
+
+
+def run_ray_serve(config: Config, block: bool = True) -> Optional[contextlib.ExitStack]:
+    import ray
+    from ray import serve
+
+    stack = contextlib.ExitStack()
+    config = with_pool(config, stack)
+    path = policy_dir(config)
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, namespace="conductor-serve")
+    serve.start(http_options={"host": config.serve.host, "port": config.serve.port})
+    serve.run(ray_serve_app(config, path), name="conductor", route_prefix=config.serve.deployment.route_prefix)
+    log.info("serving on http://%s:%d/v1 (Ray Serve)", config.serve.host, config.serve.port)
+    if not block:
+        return stack
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        stack.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    config = config_from_cli(argv, default_config="configs/serve-toy.yaml", description=__doc__)
+    try:
+        if config.serve.runtime == "ray_serve":
+            run_ray_serve(config)
+        else:
+            run_standalone(config)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

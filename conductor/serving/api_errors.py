@@ -1,0 +1,37 @@
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` with the HTTP status a
+client library maps to its exception (401 AuthenticationError, 404 NotFoundError, 429 RateLimitError...)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import ValidationError
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, kind: str = "invalid_request_error",
+                 param: Optional[str] = None, code: Optional[str] = None,
+                 headers: Optional[dict[str, str]] = None):
+        super().__init__(message)
+        self.status, self.message, self.kind, self.param, self.code = status, message, kind, param, code
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+def field_path(location: tuple) -> str:
+    """``("messages", 0, "content")`` -> ``messages[0].content``."""
+    path = ""
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def from_validation(error: ValidationError) -> ApiError:
+    """A 400 naming the first offending field (its dotted path) and what is wrong with it."""
+    first = error.errors(include_url=False)[0]
+    location = tuple(part for part in first["loc"] if not (isinstance(part, str) and "[" in part))
+    param = field_path(location) or None
+    message = first["msg"] if param is None else f"{param}: {first['msg']}"
+    return ApiError(400, f"Invalid request body: {message}", param=param, code="invalid_value")

@@ -1,0 +1,249 @@
+"""The HTTP endpoint: ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /health``.
+
+Per request, in order: a request id (``x-request-id``: the caller's if it is a sane token, else a new one;
+echoed on every response), the bearer key (401), the key's rate limit (429 + ``Retry-After``), the body
+(400 naming the field), the model (404), the request's workers and cost cap (400), then the answer, under
+``serve.limits.request_timeout_s`` (504). Every error is in OpenAI's shape. A streamed request opens its
+stream only after all of that passed; a client that goes away cancels the workflow (no more spending).
+Log lines carry the request id, the key's id (never the key), model, status and latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Optional, Union
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
+
+from conductor.serve_config import ServeConfig
+from conductor.serving.api_errors import ApiError, from_validation
+from conductor.serving.api_keys import KeyLimiter, KeyRing
+from conductor.serving.api_schema import ChatCompletionRequest, ResponsesRequest
+from conductor.serving.openai_format import DONE, ChatFormat, ResponsesFormat
+from conductor.serving.orchestrator import Orchestrator, ServeRequest
+
+log = logging.getLogger("conductor.serve")
+REQUEST_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+class _Events:
+    """Progress and answer text of a streamed request, queued for the stream writer."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+    def progress(self, event: dict[str, Any]) -> None:
+        self.queue.put_nowait(("progress", event))
+
+    def answer_delta(self, text: str) -> None:
+        self.queue.put_nowait(("delta", text))
+
+
+class _RequestContext:
+    """Pure ASGI middleware (streams pass through untouched): the request id in and out, one log line."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        supplied = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+        request_id = supplied if REQUEST_ID.match(supplied) else f"req_{uuid.uuid4().hex[:24]}"
+        scope.setdefault("state", {}).update(request_id=request_id, key_id="-")
+        started, status = time.perf_counter(), [500]
+
+        async def send_with_id(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            log.info("%s %s %s key=%s status=%d %.1fms", request_id, scope["method"], scope["path"],
+                     scope["state"].get("key_id", "-"), status[0], 1000 * (time.perf_counter() - started))
+
+
+def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
+    keys, limiter = KeyRing(serve.auth), KeyLimiter(serve.limits)
+    timeout_s = serve.limits.request_timeout_s
+    app = FastAPI(title="Conductor", docs_url=None, redoc_url=None, openapi_url=None)
+    created = int(time.time())
+
+    def error_response(exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), exc.status, headers=exc.headers)
+
+    app.add_middleware(_RequestContext)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("request %s failed", request.state.request_id)
+        return error_response(ApiError(500, "The server had an error processing the request.", kind="server_error"))
+
+    def admit(request: Request) -> None:
+        request.state.key_id = keys.identify(request.headers.get("authorization"))
+        limiter.admit(request.state.key_id)
+
+    async def body_of(request: Request, schema: Any) -> Any:
+        raw = await request.body()
+        if len(raw) > serve.limits.max_body_bytes:
+            raise ApiError(413, f"The body is larger than {serve.limits.max_body_bytes} bytes.", code="too_large")
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "The body is not valid JSON.", code="invalid_json") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
+        try:
+            parsed = schema.model_validate(data)
+        except ValidationError as exc:
+            raise from_validation(exc) from None
+        parsed.refuse_unsupported()
+        return parsed
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> dict[str, Any]:
+        admit(request)
+        return {"object": "list", "data": [model_card(name) for name in orchestrator.models]}
+
+    @app.get("/v1/models/{name}")
+    async def model(name: str, request: Request) -> dict[str, Any]:
+        admit(request)
+        orchestrator.model(name)
+        return model_card(name)
+
+    def model_card(name: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": created, "owned_by": "conductor"}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        admit(request)
+        body: ChatCompletionRequest = await body_of(request, ChatCompletionRequest)
+        served = ServeRequest(orchestrator.model(body.model), body.question(), body.conductor, body.answer_max_tokens)
+        form = ChatFormat(body.model)
+        if not body.stream:
+            answer = await within_timeout(orchestrator.answer(served))
+            return JSONResponse(form.completion(answer.text, answer.usage, trace_if(body, answer.trace)))
+        events = _Events()
+        run = orchestrator.start(served, events)
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+        async def stream() -> AsyncIterator[bytes]:
+            yield form.chunk({"role": "assistant", "content": ""})
+            async for kind, item in drain(run.go(), events):
+                if kind == "progress":
+                    yield form.chunk({}, conductor_event=item)
+                elif kind == "delta":
+                    yield form.chunk({"content": item})
+                elif kind == "error":
+                    yield form.chunk({}, "stop", error=item.body()["error"])
+                else:
+                    if not item.streamed:
+                        yield form.chunk({"content": item.text})
+                    extra = {"conductor_trace": item.trace} if body.conductor.trace else {}
+                    yield form.chunk({}, "stop", **extra)
+                    if include_usage:
+                        yield form.usage_chunk(item.usage)
+            yield DONE
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        admit(request)
+        body: ResponsesRequest = await body_of(request, ResponsesRequest)
+        served = ServeRequest(orchestrator.model(body.model), body.question(), body.conductor, body.answer_max_tokens)
+        form = ResponsesFormat(body.model, body.instructions)
+        if not body.stream:
+            answer = await within_timeout(orchestrator.answer(served))
+            return JSONResponse(form.response("completed", answer.text, answer.usage, trace_if(body, answer.trace)))
+        events = _Events()
+        run = orchestrator.start(served, events)
+
+        async def stream() -> AsyncIterator[bytes]:
+            for event in form.opening():
+                yield event
+            text_open = False
+            async for kind, item in drain(run.go(), events):
+                if kind == "progress":
+                    yield form.event("conductor.progress", event=item)
+                    continue
+                if not text_open and kind in ("delta", "done"):
+                    for event in form.text_opening():
+                        yield event
+                    text_open = True
+                if kind == "delta":
+                    yield form.delta(item)
+                elif kind == "error":
+                    yield form.event("response.failed", response=dict(form.response("failed"),
+                                                                      error=item.body()["error"]))
+                else:
+                    if not item.streamed:
+                        yield form.delta(item.text)
+                    for event in form.closing(item.text, item.usage, trace_if(body, item.trace)):
+                        yield event
+            yield DONE
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+    def trace_if(body: Union[ChatCompletionRequest, ResponsesRequest], trace: dict[str, Any]) -> Optional[dict]:
+        return trace if body.conductor.trace else None
+
+    async def within_timeout(work: Any) -> Any:
+        try:
+            return await asyncio.wait_for(work, timeout_s)
+        except TimeoutError:
+            raise ApiError(504, f"The request took longer than {timeout_s:g}s.", kind="server_error",
+                           code="timeout") from None
+
+    async def drain(work: Any, events: _Events) -> AsyncIterator[tuple[str, Any]]:
+        """The run's events as they come, then ``("done", answer)`` or ``("error", ApiError)``. Leaving early
+        (the client went away) cancels the run."""
+        task = asyncio.ensure_future(asyncio.wait_for(work, timeout_s))
+        try:
+            while True:
+                getter = asyncio.ensure_future(events.queue.get())
+                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                    continue
+                getter.cancel()
+                while not events.queue.empty():
+                    yield events.queue.get_nowait()
+                break
+            try:
+                yield "done", task.result()
+            except ApiError as exc:
+                yield "error", exc
+            except TimeoutError:
+                yield "error", ApiError(504, f"The request took longer than {timeout_s:g}s.", kind="server_error",
+                                        code="timeout")
+            except Exception:
+                log.exception("a streamed request failed")
+                yield "error", ApiError(500, "The server had an error processing the request.", kind="server_error")
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    return app

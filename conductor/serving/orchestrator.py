@@ -1,0 +1,308 @@
+"""One served request, end to end: the Conductor writes a workflow over the workers this request may use,
+the workflow is cut to the request's limits, the workers run it, and the last step's reply is the answer.
+
+Rules, in the order they apply:
+- Workers: the model's (``serve.models[].workers``), narrowed by ``conductor.workers``; asking for a worker
+  the model does not have is a 400. Steps and rounds: the smaller of the model's and the request's.
+- Cost cap (the smaller of ``conductor.max_cost_usd`` and ``serve.limits.max_cost_usd``): if no allowed
+  worker can answer in one step within it, the request is refused with a 400 before anything is spent.
+  A workflow is cut to its longest prefix whose worst-case cost fits what is left (cost_bounds.py).
+- The Conductor's output is parsed with the training limit of steps and cut to the request's; output that
+  is not a workflow, a first step that does not fit the cap, or a worker that fails for good hands the
+  question to the strongest allowed worker that fits (``serve.strongest_first``, else by output price);
+  the trace says which and why. A failure in a recursive round keeps the answer of the round before.
+- Streaming: the final step's reply streams as the worker writes it when it is certain to be the answer
+  (the last round allowed, or a fallback); an answer from an earlier round that the Conductor then
+  accepts is sent whole when it accepts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+from conductor.config import Config, WorkerSpec
+from conductor.executor import ExecutionResult, WorkflowExecutor
+from conductor.pool import DeltaSink, WorkerPoolClient
+from conductor.prompt_builder import PromptBuilder
+from conductor.prompts import conductor_messages, recursive_messages
+from conductor.rollout import PROMPT_TOO_LONG, Generator, SamplingSettings
+from conductor.roster import Roster
+from conductor.serve_config import ServedModel
+from conductor.serving.api_errors import ApiError
+from conductor.serving.api_schema import Controls
+from conductor.serving.cost_bounds import cut_to_budget, step_max_tokens
+from conductor.serving.served_trace import RoundRecord, ServedTrace, Usage, critical_path_s, workflow_json
+from conductor.trace import StepTrace
+from conductor.workflow import Step, Workflow, WorkflowParseError, parse_workflow
+
+FALLBACK_SUBTASK = "Answer the question. Give the final answer."
+
+
+class ServeEvents(Protocol):
+    def progress(self, event: dict[str, Any]) -> None: ...
+
+    def answer_delta(self, text: str) -> None: ...
+
+
+@dataclass
+class ServeRequest:
+    model: ServedModel
+    question: str
+    controls: Controls
+    answer_max_tokens: Optional[int] = None
+
+
+@dataclass
+class ServedAnswer:
+    text: str
+    usage: Usage
+    trace: dict[str, Any]
+    streamed: bool  # the text already went out through ``answer_delta``
+
+
+class Orchestrator:
+    def __init__(self, config: Config, generator: Generator, tokenizer: Any, pool: WorkerPoolClient):
+        self.config, self.serve, self.generator = config, config.serve, generator
+        self.workers = {w.id: w for w in config.pool.workers}
+        self.prompts = PromptBuilder(config, tokenizer)
+        self.executor = WorkflowExecutor(pool, question_visibility=config.executor.question_visibility,
+                                         parallel=config.executor.parallel_steps)
+        self.models = {name: model for model in self.serve.models for name in model.names}
+        if not self.models:
+            raise ValueError("serve.models is empty: configure at least one model name to serve")
+        for model in self.serve.models:
+            unknown = sorted(set(model.workers or []) - set(self.workers))
+            if unknown:
+                raise ValueError(f"serve.models {model.name}: unknown workers {unknown}; the pool has "
+                                 f"{sorted(self.workers)}")
+        unknown = sorted(set(self.serve.strongest_first) - set(self.workers))
+        if unknown:
+            raise ValueError(f"serve.strongest_first names unknown workers {unknown}")
+        by_price = sorted(self.workers.values(), key=lambda w: -(w.price_out_per_m or 0.0))
+        self.strength = list(dict.fromkeys([*self.serve.strongest_first, *(w.id for w in by_price)]))
+
+    def model(self, name: str) -> ServedModel:
+        if name not in self.models:
+            raise ApiError(404, f"The model '{name}' does not exist. Served: {', '.join(sorted(self.models))}.",
+                           param="model", code="model_not_found")
+        return self.models[name]
+
+    def roster(self, model: ServedModel, controls: Controls) -> Roster:
+        allowed = list(model.workers or self.workers)
+        if controls.workers is not None:
+            outside = sorted(set(controls.workers) - set(allowed))
+            if outside:
+                raise ApiError(400, f"conductor.workers: {outside} not available to model {model.name}; "
+                               f"it may use {allowed}", param="conductor.workers", code="invalid_value")
+            allowed = [w for w in allowed if w in controls.workers]
+        return Roster.full([self.workers[w] for w in allowed])
+
+    def start(self, request: ServeRequest, events: Optional[ServeEvents] = None) -> _Run:
+        """Everything that can refuse the request before it runs (workers, cost cap): a stream is only
+        opened for a request that passed."""
+        run = _Run(self, request, events)
+        run.refuse_an_unaffordable_request()
+        return run
+
+    async def answer(self, request: ServeRequest, events: Optional[ServeEvents] = None) -> ServedAnswer:
+        return await self.start(request, events).go()
+
+
+class _Run:
+    """The state of one request: limits, budget, usage, trace."""
+
+    def __init__(self, orchestrator: Orchestrator, request: ServeRequest, events: Optional[ServeEvents]):
+        self.o, self.request, self.events = orchestrator, request, events
+        model, controls = request.model, request.controls
+        self.roster = orchestrator.roster(model, controls)
+        self.max_steps = min(model.max_steps, controls.max_steps or model.max_steps)
+        self.rounds = min(model.max_rounds, model.max_rounds if controls.max_rounds is None else controls.max_rounds)
+        caps = [c for c in (controls.max_cost_usd, orchestrator.serve.limits.max_cost_usd) if c is not None]
+        self.cap = min(caps) if caps else None
+        self.usage = Usage()
+        self.trace = ServedTrace(model.name, list(self.roster.worker_ids),
+                                 {"max_steps": self.max_steps, "max_rounds": self.rounds, "max_cost_usd": self.cap})
+        self.started = time.perf_counter()
+        self.sent_text = False
+
+    # -- the flow ------------------------------------------------------------------------------------
+
+    async def go(self) -> ServedAnswer:
+        question = self.request.question
+        record = RoundRecord(round=0)
+        self.trace.rounds.append(record)
+        text = await self._conduct(conductor_messages(question, self.roster, self.o.prompts.fewshot,
+                                                      max_steps=self.max_steps,
+                                                      show_prices=self.o.config.prompt.show_prices), record)
+        workflow = self._parse(text, record, recursive=False) if text is not None else None
+        if workflow is None:
+            return await self._fallback(record.parse_error or "no workflow", failed=())
+        workflow = self._fit(workflow, record, previous_final_chars=0)
+        if not workflow.steps:
+            return await self._fallback("its first step does not fit the cost cap", failed=())
+        result = await self._execute(workflow, record, live=self.rounds == 0, round_index=0, previous_final=None)
+        if result.infra_error:
+            record.status = "failed"
+            failed = tuple(s.worker_id for s in result.steps if s.error and not s.error.startswith("not run"))
+            return await self._fallback(f"a worker failed: {result.infra_error}", failed=failed)
+        answer, final_turn, answer_streamed = result.answer, result.final_turn, self.rounds == 0
+        for round_index in range(1, self.rounds + 1):
+            record = RoundRecord(round=round_index)
+            self.trace.rounds.append(record)
+            messages = recursive_messages(question, self.roster, self.o.prompts.fewshot, previous_plan=text or "",
+                                          final_response=answer or "", max_steps=self.max_steps,
+                                          show_prices=self.o.config.prompt.show_prices)
+            text = await self._conduct(messages, record)
+            workflow = self._parse(text, record, recursive=True) if text is not None else None
+            if workflow is None or not workflow.steps:
+                record.status = "accepted_previous" if workflow is not None else "parse_error"
+                break
+            workflow = self._fit(workflow, record, previous_final_chars=len(final_turn[1]) if final_turn else 0)
+            if not workflow.steps:
+                record.status = "skipped"
+                record.notes.append("no step fits what is left of the cost cap: the previous answer stands")
+                break
+            result = await self._execute(workflow, record, live=round_index == self.rounds, round_index=round_index,
+                                         previous_final=final_turn)
+            if result.infra_error:
+                record.status = "failed"
+                record.notes.append(f"a worker failed ({result.infra_error}): the previous answer stands")
+                break
+            answer, final_turn, answer_streamed = result.answer, result.final_turn, round_index == self.rounds
+        return self._finish(answer or "", streamed=answer_streamed and self.sent_text)
+
+    # -- the parts ------------------------------------------------------------------------------------
+
+    def refuse_an_unaffordable_request(self) -> None:
+        if self.cap is None:
+            return
+        cheapest = min((self._one_step(w)[1], w.id) for w in self.roster.workers)
+        if cheapest[0] > self.cap:
+            raise ApiError(400, f"conductor.max_cost_usd ${self.cap:g} is below what the cheapest allowed worker "
+                           f"({cheapest[1]}) can cost for one answer (${cheapest[0]:.6f} at most): raise the cap "
+                           "or allow cheaper workers", param="conductor.max_cost_usd", code="cost_cap_too_low")
+
+    def _one_step(self, worker: WorkerSpec) -> tuple[Workflow, float]:
+        roster = Roster.full([worker])
+        one = Workflow((Step(worker=0, subtask=FALLBACK_SUBTASK, access=()),))
+        return cut_to_budget(one, roster, self.request.question, None,
+                             answer_max_tokens=self.request.answer_max_tokens)
+
+    async def _conduct(self, messages: list[dict[str, str]], record: RoundRecord) -> Optional[str]:
+        prompt = self.o.prompts.prompt_ids(messages)
+        sampling = SamplingSettings(temperature=self.request.model.temperature,
+                                    max_new_tokens=self.o.serve.conductor_max_new_tokens)
+        started = time.perf_counter()
+        [[sample]] = await self.o.generator.generate([prompt], 1, sampling)
+        self.trace.conductor_s += time.perf_counter() - started
+        self.usage.conductor_prompt_tokens += len(prompt)
+        self.usage.conductor_completion_tokens += len(sample.token_ids)
+        if sample.finish_reason == PROMPT_TOO_LONG:
+            record.parse_error = f"the question leaves no room in the Conductor's context ({len(prompt)} tokens)"
+            record.status = "parse_error"
+            return None
+        record.conductor_output = sample.text
+        return sample.text
+
+    def _parse(self, text: str, record: RoundRecord, *, recursive: bool) -> Optional[Workflow]:
+        try:
+            workflow = parse_workflow(text, num_workers=len(self.roster),
+                                      max_steps=max(self.max_steps, self.o.config.executor.max_steps),
+                                      recursive_round=recursive)
+        except WorkflowParseError as exc:
+            record.parse_error, record.status = f"{exc.reason.value}: {exc.detail}", "parse_error"
+            return None
+        if len(workflow.steps) > self.max_steps:
+            record.notes.append(f"cut from {len(workflow.steps)} to {self.max_steps} steps (max_steps)")
+            workflow = Workflow(workflow.steps[:self.max_steps])
+        return workflow
+
+    def _fit(self, workflow: Workflow, record: RoundRecord, previous_final_chars: int) -> Workflow:
+        left = None if self.cap is None else self.cap - self.usage.cost_usd
+        fitted, bound = cut_to_budget(workflow, self.roster, self.request.question, left,
+                                      answer_max_tokens=self.request.answer_max_tokens,
+                                      previous_final_chars=previous_final_chars)
+        if fitted.steps and len(fitted.steps) < len(workflow.steps):
+            record.notes.append(f"cut from {len(workflow.steps)} to {len(fitted.steps)} steps: the rest could "
+                                f"exceed the cost cap (${left:.6f} left)")
+        record.workflow = workflow_json(fitted if fitted.steps else workflow, list(self.roster.worker_ids))
+        self._progress({"type": "workflow", "round": record.round,
+                        "workers": [s["worker"] for s in record.workflow], "steps": len(record.workflow)})
+        return fitted
+
+    async def _execute(self, workflow: Workflow, record: RoundRecord, *, live: bool, round_index: int,
+                       previous_final: Optional[tuple[str, str]], roster: Optional[Roster] = None) -> ExecutionResult:
+        roster = roster or self.roster
+        last = roster.workers[workflow.steps[-1].worker]
+        params = [None] * (len(workflow.steps) - 1) + [
+            {"max_tokens": step_max_tokens(last, self.request.answer_max_tokens, final=True)}]
+        sink: Optional[DeltaSink] = self._deliver if live and self.events is not None else None
+        result = await self.o.executor.execute(workflow, self.request.question, roster, round_index=round_index,
+                                               previous_final=previous_final, step_params=params,
+                                               observer=_Progress(self), final_sink=sink)
+        ran = [s for s in result.steps if s.response is not None]
+        self.usage.add_steps(ran)
+        self.trace.workers_s += critical_path_s(ran)
+        record.steps = result.steps
+        if result.infra_error and self.sent_text:  # part of the answer is out: no fallback can replace it
+            raise ApiError(502, f"The answering worker failed mid-answer: {result.infra_error}",
+                           kind="server_error", code="worker_failed")
+        return result
+
+    async def _fallback(self, reason: str, failed: tuple[str, ...]) -> ServedAnswer:
+        left = None if self.cap is None else self.cap - self.usage.cost_usd
+        for worker_id in self.o.strength:
+            if worker_id not in self.roster.worker_ids or worker_id in failed:
+                continue
+            worker = self.o.workers[worker_id]
+            one, bound = self._one_step(worker)
+            if left is not None and bound > left:
+                continue
+            self.trace.fallback = {"worker": worker_id, "reason": reason}
+            self._progress({"type": "fallback", "worker": worker_id, "reason": reason})
+            record = RoundRecord(round=len(self.trace.rounds), workflow=workflow_json(one, [worker_id]),
+                                 notes=[f"fallback: {reason}"])
+            self.trace.rounds.append(record)
+            result = await self._execute(one, record, live=True, round_index=record.round, previous_final=None,
+                                         roster=Roster.full([worker]))
+            if result.infra_error:
+                record.status = "failed"
+                failed = (*failed, worker_id)
+                continue
+            return self._finish(result.answer or "", streamed=self.sent_text)
+        if failed:
+            raise ApiError(502, f"No allowed worker could answer ({reason}; failed: {', '.join(failed)}).",
+                           kind="server_error", code="workers_failed")
+        raise ApiError(400, f"No allowed worker can answer within the cost cap (${left:.6f} left; {reason}).",
+                       param="conductor.max_cost_usd", code="cost_cap_too_low")
+
+    def _finish(self, text: str, streamed: bool) -> ServedAnswer:
+        total = time.perf_counter() - self.started
+        return ServedAnswer(text=text, usage=self.usage, trace=self.trace.json(self.usage, total), streamed=streamed)
+
+    def _deliver(self, piece: str) -> None:
+        self.sent_text = True
+        assert self.events is not None
+        self.events.answer_delta(piece)
+
+    def _progress(self, event: dict[str, Any]) -> None:
+        if self.events is not None:
+            self.events.progress(event)
+
+
+class _Progress:
+    """The executor's step observer: progress events, as steps start and end."""
+
+    def __init__(self, run: _Run):
+        self.run = run
+
+    def step_started(self, round_index: int, index: int, worker_id: str) -> None:
+        self.run._progress({"type": "step.started", "round": round_index, "step": index, "worker": worker_id})
+
+    def step_finished(self, trace: StepTrace) -> None:
+        self.run._progress({"type": "step.finished", "round": trace.round, "step": trace.index,
+                            "worker": trace.worker_id, "status": "ok" if trace.error is None else "error",
+                            "tokens": trace.tokens_in + trace.tokens_out, "cost_usd": round(trace.cost_usd, 8),
+                            "latency_s": round(trace.latency_s, 4)})

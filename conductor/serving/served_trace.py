@@ -1,0 +1,110 @@
+"""What one served request leaves behind: its usage (the Conductor's tokens and the workers' apart, and the
+cost) and its trace, the audit trail of the workflow that answered: each round's Conductor output and
+workflow, each step's worker, subtask, access list, tokens, latency, cost and status, any cut or
+fallback and why, and where the time went.
+
+Time: ``overhead_s`` is the request's time beyond the Conductor's generation and the workers' critical
+path (the longest chain of step latencies through the access lists; steps that run side by side count
+once). It is what the endpoint itself adds, the figure bench/serve_load.py reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from conductor.trace import StepTrace
+from conductor.workflow import Workflow
+
+
+@dataclass
+class Usage:
+    conductor_prompt_tokens: int = 0
+    conductor_completion_tokens: int = 0
+    worker_prompt_tokens: int = 0
+    worker_completion_tokens: int = 0
+    cost_usd: float = 0.0
+    worker_calls: int = 0
+
+    def add_steps(self, steps: list[StepTrace]) -> None:
+        for step in steps:
+            self.worker_prompt_tokens += step.tokens_in
+            self.worker_completion_tokens += step.tokens_out
+            self.cost_usd += step.cost_usd
+            self.worker_calls += 1
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.conductor_prompt_tokens + self.worker_prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.conductor_completion_tokens + self.worker_completion_tokens
+
+    def breakdown(self) -> dict[str, Any]:
+        """The extension fields both APIs' ``usage`` carry (orchestration tokens, as Fugu reports them)."""
+        conductor = self.conductor_prompt_tokens + self.conductor_completion_tokens
+        workers = self.worker_prompt_tokens + self.worker_completion_tokens
+        return {"conductor_tokens": conductor, "worker_tokens": workers, "orchestration_tokens": conductor + workers,
+                "conductor": {"prompt_tokens": self.conductor_prompt_tokens,
+                              "completion_tokens": self.conductor_completion_tokens},
+                "workers": {"prompt_tokens": self.worker_prompt_tokens,
+                            "completion_tokens": self.worker_completion_tokens, "calls": self.worker_calls},
+                "cost_usd": round(self.cost_usd, 8)}
+
+
+def workflow_json(workflow: Workflow, worker_ids: list[str]) -> list[dict[str, Any]]:
+    return [{"worker": worker_ids[i], "subtask": step.subtask,
+             "access": step.access if isinstance(step.access, str) else list(step.access)}
+            for i, step in enumerate(workflow.steps)]
+
+
+def step_json(step: StepTrace) -> dict[str, Any]:
+    return {"index": step.index, "worker": step.worker_id, "subtask": step.subtask,
+            "access": step.access if isinstance(step.access, str) else list(step.access),
+            "visible": list(step.visible), "status": "ok" if step.error is None else "error",
+            "tokens_in": step.tokens_in, "tokens_out": step.tokens_out, "latency_s": round(step.latency_s, 4),
+            "cost_usd": round(step.cost_usd, 8), "retries": step.retries, "error": step.error,
+            "output": step.response}
+
+
+def critical_path_s(steps: list[StepTrace]) -> float:
+    finish: dict[int, float] = {}
+    for step in sorted(steps, key=lambda s: s.index):
+        finish[step.index] = step.latency_s + max((finish.get(j, 0.0) for j in step.visible), default=0.0)
+    return max(finish.values(), default=0.0)
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    conductor_output: Optional[str] = None
+    parse_error: Optional[str] = None
+    workflow: list[dict[str, Any]] = field(default_factory=list)
+    status: str = "ok"          # ok | accepted_previous | parse_error | skipped | failed
+    notes: list[str] = field(default_factory=list)
+    steps: list[StepTrace] = field(default_factory=list)
+
+    def json(self) -> dict[str, Any]:
+        return {"round": self.round, "conductor_output": self.conductor_output, "parse_error": self.parse_error,
+                "workflow": self.workflow, "status": self.status, "notes": self.notes,
+                "steps": [step_json(s) for s in self.steps]}
+
+
+@dataclass
+class ServedTrace:
+    model: str
+    workers_allowed: list[str]
+    limits: dict[str, Any]
+    rounds: list[RoundRecord] = field(default_factory=list)
+    fallback: Optional[dict[str, Any]] = None
+    conductor_s: float = 0.0
+    workers_s: float = 0.0
+
+    def json(self, usage: Usage, total_s: float) -> dict[str, Any]:
+        return {"model": self.model, "workers_allowed": self.workers_allowed, "limits": self.limits,
+                "rounds": [r.json() for r in self.rounds], "fallback": self.fallback,
+                "usage": usage.breakdown(),
+                "timing": {"total_s": round(total_s, 4), "conductor_s": round(self.conductor_s, 4),
+                           "workers_critical_path_s": round(self.workers_s, 4),
+                           "overhead_s": round(max(0.0, total_s - self.conductor_s - self.workers_s), 5)}}

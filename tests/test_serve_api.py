@@ -1,0 +1,221 @@
+"""The endpoint as a user meets it: `python -m cluster.serve` in its own process (standalone runtime, a
+trained tiny Conductor on vLLM, the simulated toy pool behind a worker API key), called by the official
+`openai` client, unchanged, and by plain HTTP where the wire format itself is the point."""
+
+import asyncio
+import collections
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from conductor.tasks.toy import toy_tasks
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
+QUESTIONS = [task.prompt for task in toy_tasks(200)[:12]]  # the simulated pool knows these (serve-toy.yaml)
+
+
+@dataclass
+class Endpoint:
+    base_url: str
+    key: str
+    load_key: str
+    flood_key: str
+    worker_key: str
+    log: Path
+    bodies: list[str] = field(default_factory=list)  # every raw response body seen, for the key check
+
+    def client(self, key=None, **kw):
+        return openai.OpenAI(base_url=self.base_url, api_key=key or self.key, max_retries=0, timeout=120, **kw)
+
+    def post(self, path, body, key=None, headers=None):
+        auth = {"authorization": f"Bearer {key or self.key}"} if key != "" else {}
+        response = httpx.post(self.base_url + path, json=body, headers={**auth, **(headers or {})}, timeout=120)
+        self.bodies.append(response.text)
+        return response
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def endpoint(toy_warm_start, tmp_path_factory):
+    port, log = free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
+    keys = ["sk-caller-" + secrets.token_hex(16) for _ in range(3)]
+    worker_key = "sk-worker-" + secrets.token_hex(16)
+    env = dict(os.environ, CONDUCTOR_API_KEYS=",".join(keys), CONDUCTOR_TEST_WORKER_KEY=worker_key,
+               PYTHONPATH=str(REPO))
+    command = [sys.executable, "-m", "cluster.serve", "--config", "configs/serve-toy.yaml",
+               "--set", f"serve.policy={toy_warm_start}", "--set", f"serve.port={port}",
+               "--set", "simulator.api_key_env=CONDUCTOR_TEST_WORKER_KEY",
+               "--set", "serve.limits.requests_per_minute=600", "--set", "serve.limits.burst=250"]
+    with open(log, "wb") as out:
+        server = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the endpoint did not come up: " + log.read_text()[-3000:]
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        yield Endpoint(f"http://127.0.0.1:{port}/v1", *keys, worker_key, log)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def ask(question):
+    return [{"role": "user", "content": question}]
+
+
+def test_models_lists_every_variant_and_its_dated_alias(endpoint):
+    names = {model.id for model in endpoint.client().models.list()}
+    assert names == {"conductor-mini", "conductor-mini-2026-11-24", "conductor-ultra", "conductor-ultra-2026-11-24"}
+    assert endpoint.client().models.retrieve("conductor-mini-2026-11-24").id == "conductor-mini-2026-11-24"
+
+
+def test_a_chat_completion_answers_with_the_usage_broken_out_and_no_trace(endpoint):
+    reply = endpoint.client().chat.completions.create(model="conductor-mini", messages=ask(QUESTIONS[0]))
+    assert reply.object == "chat.completion" and reply.model == "conductor-mini"
+    assert reply.choices[0].message.content and reply.choices[0].finish_reason == "stop"
+    usage = reply.usage
+    extra = usage.model_extra
+    assert extra["conductor_tokens"] > 0 and extra["worker_tokens"] > 0 and extra["cost_usd"] > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens == extra["orchestration_tokens"]
+    assert extra["workers"]["calls"] >= 1
+    assert "conductor_trace" not in (reply.model_extra or {})
+
+
+def test_a_streamed_chat_shows_progress_then_the_answer_then_usage(endpoint):
+    stream = endpoint.client().chat.completions.create(model="conductor-ultra", messages=ask(QUESTIONS[1]), stream=True,
+                                                       stream_options={"include_usage": True})
+    events, text, usage, finish = [], "", None, None
+    for chunk in stream:
+        event = (chunk.model_extra or {}).get("conductor_event")
+        if event:
+            events.append(event["type"])
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+        usage = chunk.usage or usage
+        assert "conductor_trace" not in (chunk.model_extra or {})
+    assert text and finish == "stop" and usage is not None and usage.model_extra["worker_tokens"] > 0
+    assert "step.started" in events and "step.finished" in events
+    assert events.index("step.started") < events.index("step.finished")
+    raw = endpoint.post("/chat/completions", {"model": "conductor-mini", "messages": ask(QUESTIONS[2]), "stream": True})
+    frames = [line for line in raw.text.split("\n") if line.startswith("data: ")]
+    assert raw.headers["content-type"].startswith("text/event-stream") and frames[-1] == "data: [DONE]"
+    deltas = [json.loads(f[6:])["choices"][0]["delta"].get("content") or "" for f in frames[:-1]]
+    assert "".join(deltas).strip()
+
+
+def test_the_trace_is_there_when_asked_for(endpoint):
+    reply = endpoint.client().chat.completions.create(model="conductor-ultra", messages=ask(QUESTIONS[3]),
+                                                      extra_body={"conductor": {"trace": True}})
+    trace = reply.model_extra["conductor_trace"]
+    assert trace["model"] == "conductor-ultra" and trace["limits"]["max_steps"] == 5
+    steps = [step for r in trace["rounds"] for step in r["steps"]]
+    assert steps and all({"worker", "subtask", "access", "tokens_in", "tokens_out", "latency_s", "cost_usd", "status"}
+                          <= set(step) for step in steps)
+    assert trace["usage"]["cost_usd"] == pytest.approx(reply.usage.model_extra["cost_usd"])
+    assert trace["rounds"][0]["conductor_output"] is not None  # what the Conductor wrote, parsed or not
+    assert trace["timing"]["overhead_s"] >= 0
+
+
+def test_responses_create_plain_and_streamed(endpoint):
+    client = endpoint.client()
+    response = client.responses.create(model="conductor-mini", input=QUESTIONS[4], instructions="Be brief.")
+    assert response.status == "completed" and response.output_text
+    assert response.usage.input_tokens > 0 and response.usage.model_extra["conductor_tokens"] > 0
+    kinds, text = [], ""
+    for event in client.responses.create(model="conductor-mini", input=QUESTIONS[5], stream=True):
+        kinds.append(event.type)
+        if event.type == "response.output_text.delta":
+            text += event.delta
+        if event.type == "response.completed":
+            assert event.response.output_text == text and event.response.usage.total_tokens > 0
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed" and text
+    assert "conductor.progress" in kinds
+
+
+def test_errors_in_openai_s_shape(endpoint):
+    with pytest.raises(openai.AuthenticationError):
+        endpoint.client(key="sk-not-a-key").models.list()
+    no_key = endpoint.post("/chat/completions", {"model": "conductor-mini", "messages": ask("hi")}, key="")
+    assert no_key.status_code == 401 and no_key.json()["error"]["code"] == "missing_api_key"
+    robot = [{"role": "robot", "content": "x"}]
+    bad = endpoint.post("/chat/completions", {"model": "conductor-mini", "messages": robot})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "messages[0].role"
+    bad = endpoint.post("/chat/completions", {"model": "conductor-mini", "messages": ask("x"),
+                                              "conductor": {"max_step": 2}})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "conductor.max_step"
+    assert endpoint.post("/chat/completions", {"model": "conductor-mini"}).json()["error"]["param"] == "messages"
+    not_json = httpx.post(endpoint.base_url + "/chat/completions", content=b"{not json",
+                          headers={"authorization": f"Bearer {endpoint.key}"})
+    assert not_json.status_code == 400 and not_json.json()["error"]["code"] == "invalid_json"
+    with pytest.raises(openai.NotFoundError):
+        endpoint.client().chat.completions.create(model="conductor-gigantic", messages=ask(QUESTIONS[0]))
+    with pytest.raises(openai.BadRequestError) as info:
+        endpoint.client().chat.completions.create(model="conductor-ultra", messages=ask(QUESTIONS[0]),
+                                                  extra_body={"conductor": {"max_cost_usd": 1e-9}})
+    assert info.value.code == "cost_cap_too_low"
+    statuses = collections.Counter()
+    for _ in range(1000):  # burst 250, +10/s: cheap requests (refused after the limiter) until the bucket is empty
+        response = endpoint.post("/chat/completions", {"model": "no-such-model", "messages": ask("x")},
+                                 key=endpoint.flood_key)
+        statuses[response.status_code] += 1
+        if response.status_code == 429:
+            assert int(response.headers["retry-after"]) >= 1
+            assert response.json()["error"]["type"] == "rate_limit_error"
+            break
+    assert statuses[429] == 1 and statuses[404] >= 250
+    assert endpoint.client().models.list()  # another key is not limited by that one
+
+
+def test_200_concurrent_requests_get_no_server_error(endpoint):
+    async def main():
+        client = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.load_key, max_retries=0, timeout=300)
+
+        async def one(i):
+            try:
+                question = QUESTIONS[i % len(QUESTIONS)]
+                await client.chat.completions.create(model="conductor-mini", messages=ask(question))
+                return 200
+            except openai.APIStatusError as exc:
+                return exc.status_code
+
+        try:
+            return await asyncio.gather(*(one(i) for i in range(200)))
+        finally:
+            await client.close()
+
+    statuses = collections.Counter(asyncio.run(main()))
+    assert statuses == {200: 200}, statuses
+
+
+def test_worker_and_caller_keys_appear_in_no_response_trace_or_log_line(endpoint):
+    traced = endpoint.post("/chat/completions", {"model": "conductor-ultra", "messages": ask(QUESTIONS[6]),
+                                                 "conductor": {"trace": True}, "stream": True})
+    assert "conductor_trace" in traced.text
+    log = endpoint.log.read_text()
+    assert "/v1/chat/completions key=" in log and "status=200" in log  # request lines were logged
+    for secret in (endpoint.worker_key, endpoint.worker_key[8:]):
+        assert secret not in log and not any(secret in body for body in endpoint.bodies)
+    for caller in (endpoint.key, endpoint.load_key, endpoint.flood_key):
+        assert caller not in log

@@ -1,0 +1,150 @@
+"""The endpoint's orchestration rules, with the Conductor's output scripted (a stand-in for the policy:
+what is tested is what the server does with a given output, including outputs a trained policy rarely
+writes) and a scripted pool: steps and worker limits, cost caps kept before spending, fallbacks, recursive
+rounds, and which text streams when."""
+
+import asyncio
+
+import pytest
+
+from conductor.config import Config, PoolConfig, WorkerSpec
+from conductor.rollout import Sample
+from conductor.scripted_pool import ScriptedPool
+from conductor.serve_config import ServeConfig, ServedModel
+from conductor.serving.api_errors import ApiError
+from conductor.serving.api_schema import Controls
+from conductor.serving.orchestrator import Orchestrator, ServeRequest
+
+QUESTION = "What is 6 times 7?"
+SOLVE_VERIFY = ('model_id = [0, 1]\nsubtasks = ["Solve it.", "Check the answer above."]\n'
+                'access_list = [[], [0]]')
+
+
+class ScriptedConductor:
+    """Returns the scripted outputs in order, and counts the prompts it was asked about."""
+
+    def __init__(self, *outputs: str):
+        self.outputs, self.prompts = list(outputs), []
+
+    async def generate(self, prompts, n, sampling):
+        self.prompts += prompts
+        text = self.outputs.pop(0)
+        return [[Sample(prompts[0], [1] * 10, [0.0] * 10, text, "stop", 0)]]
+
+
+class CharTokenizer:
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
+        return [ord(c) % 256 for m in messages for c in m["content"]][:2000]
+
+
+def worker(worker_id, price):
+    return WorkerSpec(id=worker_id, description=f"{worker_id} model", price_in_per_m=price, price_out_per_m=4 * price)
+
+
+def orchestrator(conductor, pool, **serve):
+    models = [ServedModel(name="mini", workers=["cheap", "mid"], max_steps=2, max_rounds=0),
+              ServedModel(name="ultra", aliases=["ultra-2026-11-24"], max_steps=5, max_rounds=1)]
+    config = Config(pool=PoolConfig(workers=[worker("strong", 10.0), worker("mid", 1.0), worker("cheap", 0.1)]),
+                    prompt={"num_fewshot": 0}, serve=ServeConfig(models=models, **serve))
+    return Orchestrator(config, conductor, CharTokenizer(), pool)
+
+
+def pool(**kw):
+    return ScriptedPool({"strong": "strong says 42", "mid": "mid says 42", "cheap": "cheap says 41"}, **kw)
+
+
+class Recorder:
+    def __init__(self):
+        self.events, self.text = [], ""
+
+    def progress(self, event):
+        self.events.append(event)
+
+    def answer_delta(self, text):
+        self.text += text
+
+
+def answer(o, model, controls=None, events=None, answer_max_tokens=None):
+    request = ServeRequest(o.model(model), QUESTION, controls or Controls(), answer_max_tokens)
+    return asyncio.run(o.answer(request, events))
+
+
+def test_a_workflow_runs_over_the_model_s_workers_and_its_last_step_answers():
+    workers = pool()
+    o = orchestrator(ScriptedConductor(SOLVE_VERIFY), workers)
+    done = answer(o, "mini", Controls(trace=True))
+    assert done.text == "mid says 42"  # the roster shown for mini is [cheap, mid]
+    assert [call[0] for call in workers.calls] == ["cheap", "mid"]
+    assert done.trace["workers_allowed"] == ["cheap", "mid"]
+    steps = done.trace["rounds"][0]["steps"]
+    assert [(s["worker"], s["status"], s["access"]) for s in steps] == [("cheap", "ok", []), ("mid", "ok", [0])]
+    assert done.usage.worker_calls == 2 and done.usage.conductor_completion_tokens == 10
+    assert done.usage.cost_usd == pytest.approx(sum(s["cost_usd"] for s in steps))
+    assert done.trace["fallback"] is None and done.trace["timing"]["overhead_s"] >= 0
+
+
+def test_more_steps_than_allowed_are_cut_and_the_trace_says_so():
+    three = ('model_id = [0, 1, 0]\nsubtasks = ["Solve it.", "Check it.", "Check again."]\n'
+             'access_list = [[], [0], [1]]')
+    o = orchestrator(ScriptedConductor(three), pool())
+    done = answer(o, "ultra", Controls(max_steps=2, max_rounds=0))
+    record = done.trace["rounds"][0]
+    assert len(record["steps"]) == 2 and any("max_steps" in note for note in record["notes"])
+
+
+def test_an_unparseable_output_is_answered_by_the_strongest_allowed_worker():
+    o = orchestrator(ScriptedConductor("I would ask model 1, probably"), pool(), strongest_first=["mid"])
+    done = answer(o, "ultra")
+    assert done.text == "mid says 42"  # strongest_first puts mid before the pricier strong
+    assert done.trace["fallback"]["worker"] == "mid" and "missing_list" in done.trace["fallback"]["reason"]
+    done = answer(orchestrator(ScriptedConductor("no workflow"), pool()), "ultra", Controls(workers=["cheap", "mid"]))
+    assert done.trace["fallback"]["worker"] == "mid"  # by price among those allowed
+
+
+def test_a_worker_that_fails_for_good_hands_the_question_to_another():
+    o = orchestrator(ScriptedConductor(SOLVE_VERIFY), pool(failing=frozenset({"mid"})))
+    done = answer(o, "mini")
+    assert done.text == "cheap says 41" and "mid" in done.trace["fallback"]["reason"]
+    everyone_down = orchestrator(ScriptedConductor(SOLVE_VERIFY), pool(failing=frozenset({"mid", "cheap"})))
+    with pytest.raises(ApiError) as info:
+        answer(everyone_down, "mini")
+    assert info.value.status == 502 and info.value.code == "workers_failed"
+
+
+def test_a_cost_cap_refuses_before_spending_or_cuts_the_workflow():
+    workers = pool()
+    with pytest.raises(ApiError) as info:
+        answer(orchestrator(ScriptedConductor(SOLVE_VERIFY), workers), "ultra", Controls(max_cost_usd=1e-9))
+    assert info.value.status == 400 and info.value.param == "conductor.max_cost_usd"
+    assert workers.calls == []  # refused before any worker was called
+    # the second step's bound (it sees the first's up to 4096 tokens) does not fit; the first does
+    o = orchestrator(ScriptedConductor(SOLVE_VERIFY), workers)
+    done = answer(o, "mini", Controls(max_cost_usd=0.0025))
+    record = done.trace["rounds"][0]
+    assert len(record["steps"]) == 1 and any("cost cap" in note for note in record["notes"])
+    assert done.usage.cost_usd <= 0.0025
+
+
+def test_a_recursive_round_can_accept_or_replace_the_answer_and_streams_only_the_final_text():
+    accept = 'model_id = []\nsubtasks = []\naccess_list = []'
+    redo = 'model_id = [0]\nsubtasks = ["Check the answer above."]\naccess_list = ["all"]'
+    events = Recorder()
+    done = answer(orchestrator(ScriptedConductor(SOLVE_VERIFY, accept), pool()), "ultra", events=events)
+    assert [r["status"] for r in done.trace["rounds"]] == ["ok", "accepted_previous"]
+    assert events.text == "" and not done.streamed  # round 0 could have been replaced: sent whole at the end
+    events = Recorder()
+    done = answer(orchestrator(ScriptedConductor(SOLVE_VERIFY, redo), pool()), "ultra", events=events)
+    assert done.text == "strong says 42" and done.streamed and events.text == done.text
+    kinds = [e["type"] for e in events.events]
+    assert kinds.count("step.started") == kinds.count("step.finished") == 3 and kinds[0] == "workflow"
+
+
+def test_asking_for_a_worker_the_model_lacks_or_an_unknown_model_is_refused():
+    o = orchestrator(ScriptedConductor(SOLVE_VERIFY), pool())
+    with pytest.raises(ApiError) as info:
+        answer(o, "mini", Controls(workers=["strong"]))
+    assert info.value.status == 400 and info.value.param == "conductor.workers"
+    with pytest.raises(ApiError) as info:
+        o.model("gigantic")
+    assert info.value.status == 404
+    assert o.model("ultra-2026-11-24").name == "ultra"
