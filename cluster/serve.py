@@ -170,10 +170,10 @@ class ConductorIngress:
         pool = RayPool(config.pool, seed=config.seed, run_name=f"serve-{config.run_name}", detached=True)
         orchestrator = Orchestrator(config, EngineHandleGenerator(engine), AutoTokenizer.from_pretrained(policy_path),
                                     pool)
-        self.app = create_app(orchestrator, config.serve)
+        self.conductor_app = create_app(orchestrator, config.serve)  # `app` is the Serve wrapper's own
 
     def __serve_build_asgi_app__(self) -> Any:
-        return self.app
+        return self.conductor_app
 
 
 def ray_serve_app(config: Config, policy_path: str) -> Any:
@@ -191,8 +191,21 @@ def ray_serve_app(config: Config, policy_path: str) -> Any:
                                                    "max_replicas": knobs.max_replicas,
                                                    "target_ongoing_requests": knobs.target_ongoing_requests},
                                ray_actor_options={"num_cpus": knobs.ingress_num_cpus})
-    config_json = config.model_dump_json()
+    config_json = replica_config(config).model_dump_json()
     return ingress.bind(config_json, policy_path, engine.bind(policy_path, config_json))
+
+
+def replica_config(config: Config) -> Config:
+    """The config the replicas get: the caller keys of ``serve.auth.keys_env`` already hashed here, so no
+    plaintext key travels through Ray (deployment args are visible in the dashboard) and the replicas need
+    no copy of that env var."""
+    from conductor.serving.api_keys import KeyRing
+
+    auth = config.serve.auth
+    hashes = ["sha256:" + digest.hex() for digest in KeyRing(auth).digests]
+    serve_section = config.serve.model_copy(update={"auth": auth.model_copy(update={"key_hashes": hashes,
+                                                                                     "keys_env": None})})
+    return config.model_copy(update={"serve": serve_section})
 
 
 def run_ray_serve(config: Config, block: bool = True) -> Optional[contextlib.ExitStack]:

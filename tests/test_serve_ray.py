@@ -1,0 +1,55 @@
+"""The endpoint on Ray Serve: the engine and ingress deployments on a real local Ray cluster, the pool's
+WorkerPool actors shared by the ingress replicas, the official client over HTTP to Serve's proxy."""
+
+import secrets
+import socket
+
+import openai
+import pytest
+import ray
+
+from cluster.serve import run_ray_serve
+from conductor.config_loader import load_config
+from conductor.tasks.toy import toy_tasks
+
+pytestmark = pytest.mark.slow
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_the_ray_serve_deployment_answers_the_official_client(ray_local, toy_warm_start, monkeypatch):
+    from ray import serve
+
+    key = "sk-caller-" + secrets.token_hex(16)
+    monkeypatch.setenv("CONDUCTOR_API_KEYS", key)  # read here, in the driver: replicas get its hash only
+    port = free_port()
+    config = load_config("configs/serve-toy.yaml", [f"serve.policy={toy_warm_start}", "serve.runtime=ray_serve",
+                                                    f"serve.port={port}", "engine.num_cpus=0.5",
+                                                    "serve.deployment.ingress_num_cpus=0.25",
+                                                    "serve.deployment.max_replicas=1"])
+    stack = run_ray_serve(config, block=False)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=120)
+        assert "conductor-ultra" in {m.id for m in client.models.list()}
+        question = toy_tasks(200)[0].prompt
+        reply = client.chat.completions.create(model="conductor-ultra", messages=[{"role": "user", "content": question}],
+                                               extra_body={"conductor": {"trace": True}})
+        assert reply.choices[0].message.content and reply.usage.model_extra["worker_tokens"] > 0
+        assert reply.model_extra["conductor_trace"]["rounds"]
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in client.chat.completions.create(
+            model="conductor-mini", messages=[{"role": "user", "content": question}], stream=True) if chunk.choices)
+        assert text
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-wrong", max_retries=0).models.list()
+        status = serve.status().applications["conductor"]
+        assert set(status.deployments) == {"ConductorEngine", "ConductorIngress"}
+    finally:
+        serve.shutdown()
+        for name in ray.util.list_named_actors(all_namespaces=True):
+            if name["name"].startswith("conductor-worker-pool"):
+                ray.kill(ray.get_actor(name["name"], namespace=name["namespace"]))
+        stack.close()
