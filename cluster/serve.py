@@ -208,6 +208,20 @@ def replica_config(config: Config) -> Config:
     return config.model_copy(update={"serve": serve_section})
 
 
+def app_builder(args: dict[str, Any]) -> Any:
+    """The Serve application for ``serve run`` / a RayService's ``serveConfigV2``
+    (``import_path: cluster.serve:app_builder``): ``args`` are ``config`` (a YAML preset) and ``set``
+    (dotted overrides). A deployed application's pool is real providers: a simulated pool lives only as
+    long as the process that starts it."""
+    from conductor.config_loader import load_config
+
+    config = load_config(args.get("config"), list(args.get("set") or []))
+    if not config.pool.workers:
+        raise ValueError("a deployed application needs pool.workers (real providers); the simulated pool is for "
+                         "`python -m cluster.serve`, which keeps it running")
+    return ray_serve_app(config, policy_dir(config))
+
+
 def run_ray_serve(config: Config, block: bool = True) -> Optional[contextlib.ExitStack]:
     import ray
     from ray import serve

@@ -191,8 +191,11 @@ BROKEN = {
 }
 
 
+BROKEN_ELSEWHERE = {"rayservice.yaml"}  # tests/test_k8s_rayservice.py
+
+
 def test_every_manifest_has_a_broken_copy():
-    assert {name for name, *_ in BROKEN.values()} == set(MANIFESTS)
+    assert {name for name, *_ in BROKEN.values()} | BROKEN_ELSEWHERE == set(MANIFESTS)
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))

@@ -35,13 +35,13 @@ def test_the_ray_serve_deployment_answers_the_official_client(ray_local, toy_war
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=120)
         assert "conductor-ultra" in {m.id for m in client.models.list()}
-        question = toy_tasks(200)[0].prompt
-        reply = client.chat.completions.create(model="conductor-ultra", messages=[{"role": "user", "content": question}],
+        question = [{"role": "user", "content": toy_tasks(200)[0].prompt}]
+        reply = client.chat.completions.create(model="conductor-ultra", messages=question,
                                                extra_body={"conductor": {"trace": True}})
         assert reply.choices[0].message.content and reply.usage.model_extra["worker_tokens"] > 0
         assert reply.model_extra["conductor_trace"]["rounds"]
         text = "".join(chunk.choices[0].delta.content or "" for chunk in client.chat.completions.create(
-            model="conductor-mini", messages=[{"role": "user", "content": question}], stream=True) if chunk.choices)
+            model="conductor-mini", messages=question, stream=True) if chunk.choices)
         assert text
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-wrong", max_retries=0).models.list()
