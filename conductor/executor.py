@@ -137,7 +137,12 @@ async def _wait_cancelling_on_failure(tasks: list[asyncio.Task]) -> None:
     """Wait for all; on the first failure cancel the rest (their calls would be wasted money)."""
     if not tasks:
         return
-    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    try:
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:  # the caller gave up (a timeout, a client gone): so do the steps
+        for task in tasks:
+            task.cancel()
+        raise
     if any(t.exception() is not None for t in done if not t.cancelled()):
         for task in pending:
             task.cancel()

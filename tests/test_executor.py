@@ -6,6 +6,7 @@ import pytest
 from conductor.config import WorkerSpec
 from conductor.episode import EpisodeRunner
 from conductor.executor import WorkflowExecutor
+from conductor.pool import WorkerCallError
 from conductor.roster import Roster
 from conductor.scripted_pool import ScriptedPool
 from conductor.workflow import ALL, ParseFailure, Step, Workflow, parse_workflow
@@ -140,3 +141,33 @@ def test_truncated_root_completion_is_a_format_error_and_never_executed():
     assert not episode.format_ok and episode.rounds[0].parse_error == ParseFailure.TRUNCATED
     assert not pool.calls and episode.answer is None
     assert run(runner(echo_pool()).run("q", ROSTER, ROOT)).format_ok  # the same text, finished, is fine
+
+
+def test_cancelling_a_workflow_cancels_its_steps_in_flight():
+    """A caller that gives up (a timeout, a client gone) stops the spending: the steps it started end too."""
+    class GatedPool:
+        def __init__(self):
+            self.gate, self.started, self.finished = asyncio.Event(), 0, 0
+
+        async def chat(self, worker_id, messages, params=None, on_delta=None):
+            self.started += 1
+            await self.gate.wait()
+            self.finished += 1
+            raise WorkerCallError(worker_id, "late", "a cancelled step ran to the end")
+
+    async def main():
+        pool = GatedPool()
+        workflow = parse_workflow('model_id = [0, 1]\nsubtasks = ["a", "b"]\naccess_list = [[], []]',
+                                  num_workers=3, max_steps=5)
+        running = asyncio.ensure_future(WorkflowExecutor(pool).execute(workflow, "Q?", ROSTER))
+        while pool.started < 2:
+            await asyncio.sleep(0.01)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        pool.gate.set()
+        await asyncio.sleep(0.05)
+        return pool
+
+    pool = run(main())
+    assert pool.started == 2 and pool.finished == 0
