@@ -7,89 +7,38 @@ pool; tests/test_cluster_job.py runs its entrypoint against a loopback Ray head)
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from conductor.config import Config
 from conductor.config_loader import load_config
-from tests.support.crd_schema import CRD_FILES, crd_schema, errors, field_path
-
-REPO = Path(__file__).resolve().parents[1]
-K8S = REPO / "k8s"
-CRDS = Path(__file__).parents[1].parent / "shared" / "k8s-crds"
-K8S_VERSION = "1.37"  # the newest schema kubernetes-validate 1.37.0 ships
-TRAIN_JOB = "rayjob-train.yaml"
-TOY_JOB = "rayjob-toy.yaml"
-JOBS = [TRAIN_JOB, TOY_JOB]
-S3_ENDPOINT = "s3-endpoint.yaml"
-
-
-def load(name: str) -> list[dict]:
-    """A manifest's documents; a JSON round trip unshares YAML aliases, so a broken copy breaks one place."""
-    return [json.loads(json.dumps(doc)) for doc in yaml.safe_load_all((K8S / name).read_text()) if doc]
-
-
-MANIFESTS = sorted(path.name for path in K8S.glob("*.yaml"))
-DOCUMENTS = [(name, i, doc) for name in MANIFESTS for i, doc in enumerate(load(name))]
-RAY_DOCUMENTS = [(name, i, doc) for name, i, doc in DOCUMENTS if doc["kind"] in CRD_FILES]
-CORE_DOCUMENTS = [(name, i, doc) for name, i, doc in DOCUMENTS if doc["kind"] not in CRD_FILES]
-
-
-def doc_id(entry: tuple) -> str:
-    return f"{entry[0]}:{entry[2]['kind']}/{entry[2]['metadata']['name']}"
-
-
-def crd_errors(doc: dict) -> list[str]:
-    if not CRDS.is_dir():
-        pytest.skip(f"no KubeRay CRDs at {CRDS} (../shared/k8s-crds beside the repository)")
-    return errors(crd_schema(CRDS, doc["kind"], doc["apiVersion"]), doc)
-
-
-def core_errors(doc: dict, prefix: str = "") -> list[str]:
-    """kubernetes-validate (strict: unknown fields are errors) on one core object; its first error."""
-    validate = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate (test extra)")
-    try:
-        validate.validate(doc, K8S_VERSION, strict=True)
-    except validate.ValidationError as error:
-        return [f"{prefix}{field_path(error.path)}: {error.message}"]
-    return []
-
-
-def cluster_spec(doc: dict) -> dict:
-    return {"RayJob": lambda: doc["spec"]["rayClusterSpec"], "RayCluster": lambda: doc["spec"],
-            "RayService": lambda: doc["spec"]["rayClusterConfig"]}[doc["kind"]]()
-
-
-def pod_templates(doc: dict) -> list[tuple[str, dict]]:
-    """(manifest path of the template, template) for the head and every worker group."""
-    base = {"RayJob": "spec.rayClusterSpec", "RayCluster": "spec", "RayService": "spec.rayClusterConfig"}[doc["kind"]]
-    spec = cluster_spec(doc)
-    found = [(f"{base}.headGroupSpec.template", spec["headGroupSpec"]["template"])]
-    found += [(f"{base}.workerGroupSpecs[{i}].template", group["template"])
-              for i, group in enumerate(spec.get("workerGroupSpecs", []))]
-    return found
-
-
-def template_errors(doc: dict) -> list[str]:
-    """Each pod template as a core PodTemplate; errors carry the template's path in the manifest."""
-    found = []
-    for where, template in pod_templates(doc):
-        wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template}
-        found += [message.replace("template", where, 1) for message in core_errors(wrapped)]
-    return found
-
-
-def all_errors(doc: dict) -> list[str]:
-    if doc["kind"] in CRD_FILES:
-        return crd_errors(doc) + template_errors(doc)
-    return core_errors(doc)
-
+from tests.support.crd_schema import CRD_FILES, errors
+from tests.support.k8s_docs import (
+    CORE_DOCUMENTS,
+    DOCUMENTS,
+    JOBS,
+    K8S,
+    MANIFESTS,
+    RAY_DOCUMENTS,
+    REPO,
+    S3_ENDPOINT,
+    TOY_JOB,
+    TRAIN_JOB,
+    all_errors,
+    cluster_spec,
+    core_errors,
+    crd_errors,
+    doc_id,
+    load,
+    pod_templates,
+    template_errors,
+)
+from tests.support.k8s_docs import rename_field as _rename
+from tests.support.k8s_docs import set_field as _set
 
 # -- every document validates --------------------------------------------------------------------------
 
@@ -119,14 +68,6 @@ def test_core_documents_validate_with_kubernetes_validate(entry):
 
 def _gpu_group(doc: dict) -> dict:
     return next(g for g in cluster_spec(doc)["workerGroupSpecs"] if g["groupName"] == "gpu")
-
-
-def _set(path: Callable[[dict], dict], key: str, value: Any) -> Callable[[dict], None]:
-    return lambda doc: path(doc).__setitem__(key, value)
-
-
-def _rename(path: Callable[[dict], dict], old: str, new: str) -> Callable[[dict], None]:
-    return lambda doc: path(doc).__setitem__(new, path(doc).pop(old))
 
 
 def _cpu_group(doc: dict) -> dict:

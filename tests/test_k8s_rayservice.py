@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from conductor.config_loader import load_config
-from tests.test_k8s_manifests import REPO, _rename, _set, all_errors, cluster_spec, load
+from tests.support.k8s_docs import REPO, all_errors, cluster_spec, load, rename_field, set_field
 
 MANIFEST = "rayservice.yaml"
 
@@ -21,11 +21,11 @@ def group(doc, name):
 
 
 BROKEN = {
-    "rayservice-num-gpus-not-a-string": (_set(lambda d: group(d, "gpu")["rayStartParams"], "num-gpus", 1),
+    "rayservice-num-gpus-not-a-string": (set_field(lambda d: group(d, "gpu")["rayStartParams"], "num-gpus", 1),
                                          "spec.rayClusterConfig.workerGroupSpecs[1].rayStartParams.num-gpus"),
-    "rayservice-misspelled-serve-config": (_rename(lambda d: d["spec"], "serveConfigV2", "serveConfigv2"),
+    "rayservice-misspelled-serve-config": (rename_field(lambda d: d["spec"], "serveConfigV2", "serveConfigv2"),
                                            "spec.serveConfigv2"),
-    "rayservice-threshold-not-a-number": (_set(lambda d: d["spec"], "serviceUnhealthySecondThreshold", "15m"),
+    "rayservice-threshold-not-a-number": (set_field(lambda d: d["spec"], "serviceUnhealthySecondThreshold", "15m"),
                                           "spec.serviceUnhealthySecondThreshold"),
 }
 
