@@ -28,10 +28,15 @@ def field_path(location: tuple) -> str:
     return path
 
 
+def _union_member(part: object) -> bool:
+    """Pydantic names the member of a union it tried (``str``, ``list[TextPart]``): not a field of the body."""
+    return isinstance(part, str) and ("[" in part or part in {"str", "int", "float", "bool", "dict", "list"})
+
+
 def from_validation(error: ValidationError) -> ApiError:
     """A 400 naming the first offending field (its dotted path) and what is wrong with it."""
     first = error.errors(include_url=False)[0]
-    location = tuple(part for part in first["loc"] if not (isinstance(part, str) and "[" in part))
+    location = tuple(part for part in first["loc"] if not _union_member(part))
     param = field_path(location) or None
     message = first["msg"] if param is None else f"{param}: {first['msg']}"
     return ApiError(400, f"Invalid request body: {message}", param=param, code="invalid_value")
