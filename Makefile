@@ -49,7 +49,9 @@ results-paper7: $(STAMP)
 		--set evaluate.conductor_name=conductor_cost --set "evaluate.reuse=[runs/eval-train-paper7/outcomes.parquet]" \
 		--set run_name=paper7 --set output.dir=docs/results
 	cp docs/results/paper7/report.json docs/results/paper7.json
-	sed 's#](\([a-z_]*\.png\))#](paper7/\1)#' docs/results/paper7/report.md > docs/results/paper7.md
+	sed -e 's#](\([a-z_]*\.png\))#](paper7/\1)#' \
+		-e 's#^Made by:$$#Made by `make results-paper7` (train, train again with the cost penalty, evaluate both); its last command:#' \
+		docs/results/paper7/report.md > docs/results/paper7.md
 	rm docs/results/paper7/report.json docs/results/paper7/report.md docs/results/paper7/outcomes.parquet
 
 # The toy Conductor of `make train` behind the OpenAI-compatible endpoint (needs CONDUCTOR_API_KEYS).
