@@ -50,7 +50,9 @@ def with_pool(config: Config, stack: contextlib.ExitStack) -> Config:
     sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
     log.info("simulated pool (%s) on %s", sim.state.preset.name, sim.base_url)
     key = {"api_key_env": config.simulator.api_key_env} if config.simulator.api_key_env else {}
-    return config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url, **key)})
+    pool = simulated_pool_config(sim.state.preset, sim.base_url,
+                                 max_concurrency=config.simulator.client_max_concurrency, **key)
+    return config.model_copy(update={"pool": pool})
 
 
 class LocalServer:

@@ -37,6 +37,8 @@ class SimulatorConfig(Section):
     latency_scale: float = Field(default=1.0, ge=0, description="multiplies every worker's latency")
     fixed_latency_ms: Optional[float] = Field(default=None, ge=0, description="every worker answers in exactly "
                                               "this long (load tests); unscaled, no spread")
+    client_max_concurrency: int = Field(default=32, ge=1, le=4096, description="calls in flight to the simulated "
+                                        "provider from one pool (its pool.providers[].max_concurrency)")
     first_token_share: float = Field(default=0.3, ge=0, le=1, description="a streamed reply's share of the "
                                      "latency before its first chunk; the rest is spread between chunks")
     rpm: Optional[int] = Field(default=None, ge=1, description="server-side limit per rate window, all workers")
