@@ -41,6 +41,9 @@ from bench.pool_rate import write_section  # noqa: E402
 from conductor.tasks.toy import toy_tasks  # noqa: E402
 
 KEY = "sk-bench-serve"
+RUNTIME_NOTE = {"ray_serve": " Here Ray's own processes (GCS, raylet, dashboard, Serve controller and proxy) share the "
+                             "2 cores with the engine and ingress replicas, the workers and the clients; on a "
+                             "cluster they get their own."}
 
 
 def free_port() -> int:
@@ -232,7 +235,7 @@ def main() -> int:
                       "throughput ratio counts it against the endpoint. Clients started in lockstep (all C at "
                       "once, then again every L) measured 0.46-0.64 with seconds of queueing: each burst of C "
                       "requests is C x ~15 ms of one event loop's Python work; Ray Serve's ingress replicas "
-                      "spread that over processes.\n")
+                      "spread that over processes." + RUNTIME_NOTE.get(args.runtime, "") + "\n")
     return 0 if server_errors == 0 else 1
 
 
