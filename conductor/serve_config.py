@@ -81,6 +81,11 @@ class ServeConfig(Section):
                                        "answers when the Conductor's output cannot be parsed (default: by "
                                        "output price, highest first)")
     conductor_max_new_tokens: int = Field(default=256, ge=16)
+    engine_frontend: Literal["batched", "async"] = Field(default="async", description="standalone: vLLM's AsyncLLM "
+                                                         "with the engine core in a process of its own (async), or "
+                                                         "its LLM on a thread of the server (batched: the model's "
+                                                         "Python then shares the server's GIL; p99 overhead 22 ms "
+                                                         "against 13 in bench/serve_load.py)")
     auth: ServeAuth = Field(default_factory=ServeAuth)
     limits: ServeLimits = Field(default_factory=ServeLimits)
     deployment: ServeDeployment = Field(default_factory=ServeDeployment)

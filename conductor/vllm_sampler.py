@@ -117,3 +117,46 @@ class BatchedGenerator:
                 if not future.done():
                     future.set_result(groups[start:start + len(call_prompts)])
                 start += len(call_prompts)
+
+
+class AsyncVllmGenerator:
+    """The ``Generator`` over vLLM's ``AsyncLLM``, for serving: its EngineCore (scheduler and model) runs in a
+    process of its own, so the model's Python never holds this process's GIL, and each request is its own
+    engine request (vLLM batches them continuously). Same samples as ``VllmSampler``."""
+
+    def __init__(self, model_path: str, config: EngineConfig, seed: int = 0, version: int = 0):
+        if config.num_gpus == 0:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.kv_cache_gb))
+        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        args = AsyncEngineArgs(model=model_path, dtype=config.dtype, max_model_len=config.max_model_len, seed=seed,
+                               enforce_eager=config.enforce_eager,
+                               **({"gpu_memory_utilization": config.gpu_memory_utilization} if config.num_gpus else
+                                  {"distributed_executor_backend": "uni"}))
+        self.engine = AsyncLLM.from_engine_args(args)
+        self.max_model_len, self.version = config.max_model_len, version
+
+    async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
+        return list(await asyncio.gather(*(self._one(prompt, n, sampling) for prompt in prompts)))
+
+    async def _one(self, prompt: list[int], n: int, sampling: SamplingSettings) -> list[Sample]:
+        import uuid
+
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if len(prompt) >= self.max_model_len:
+            return [Sample(prompt_token_ids=list(prompt), token_ids=[], logprobs=[], text="",
+                           finish_reason=PROMPT_TOO_LONG, policy_version=self.version) for _ in range(n)]
+        params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
+                                max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
+        final = None
+        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, uuid.uuid4().hex):
+            final = out
+        return _samples(final, self.version)
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
