@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -88,41 +87,6 @@ class LocalServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stack.close()
-
-
-class ThreadedServer:
-    """uvicorn on a background thread (tests, benchmarks): ``base_url`` once started."""
-
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
-        import socket
-
-        import uvicorn
-
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
-        self.host, self.port = self.sock.getsockname()[:2]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                                    timeout_keep_alive=75, backlog=2048))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    def __enter__(self) -> ThreadedServer:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the endpoint did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
 
 
 def run_standalone(config: Config) -> None:

@@ -221,7 +221,7 @@ class _Run:
 
     def _fit(self, workflow: Workflow, record: RoundRecord, previous_final_chars: int) -> Workflow:
         left = None if self.cap is None else self.cap - self.usage.cost_usd
-        fitted, bound = cut_to_budget(workflow, self.roster, self.request.question, left,
+        fitted, _ = cut_to_budget(workflow, self.roster, self.request.question, left,
                                       answer_max_tokens=self.request.answer_max_tokens,
                                       previous_final_chars=previous_final_chars)
         if fitted.steps and len(fitted.steps) < len(workflow.steps):
