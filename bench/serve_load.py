@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,17 +38,13 @@ sys.path.insert(0, str(REPO))
 
 from bench.pool_rate import write_section  # noqa: E402
 from conductor.tasks.toy import toy_tasks  # noqa: E402
+from conductor.weight_transfer import free_port  # noqa: E402
 
 KEY = "sk-bench-serve"
 RUNTIME_NOTE = {"ray_serve": " Here Ray's own processes (GCS, raylet, dashboard, Serve controller and proxy) share the "
                              "2 cores with the engine and ingress replicas, the workers and the clients; on a "
                              "cluster they get their own."}
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -7,7 +7,6 @@ import collections
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import openai
 import pytest
 
 from conductor.tasks.toy import toy_tasks
+from conductor.weight_transfer import free_port
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -44,11 +44,6 @@ class Endpoint:
         self.bodies.append(response.text)
         return response
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

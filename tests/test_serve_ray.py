@@ -2,7 +2,6 @@
 WorkerPool actors shared by the ingress replicas, the official client over HTTP to Serve's proxy."""
 
 import secrets
-import socket
 
 import openai
 import pytest
@@ -11,14 +10,10 @@ import ray
 from cluster.serve import run_ray_serve
 from conductor.config_loader import load_config
 from conductor.tasks.toy import toy_tasks
+from conductor.weight_transfer import free_port
 
 pytestmark = pytest.mark.slow
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_the_ray_serve_deployment_answers_the_official_client(ray_local, toy_warm_start, monkeypatch):
