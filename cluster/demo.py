@@ -82,7 +82,7 @@ async def run_demo(config: Config, console: Console) -> float | None:
             console.print(table)
     verdict = verify(task, episode.answer or "", config.verifier)
     score = reward(format_ok=episode.format_ok, correct=verdict.correct, cost_usd=episode.cost_usd,
-                   infra_error=episode.infra_error is not None, settings=config.reward)
+                   worker_tokens=episode.worker_tokens, infra_error=episode.infra_error is not None, settings=config.reward)
     console.rule("Result")
     console.print(f"task {task.id}: gold {task.answer!r}, extracted {verdict.extracted!r}, correct={verdict.correct}, "
                   f"format_ok={episode.format_ok}, infra_error={episode.infra_error}, reward={score}")

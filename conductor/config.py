@@ -109,7 +109,9 @@ class RewardConfig(Section):
     format_error: float = 0.0
     wrong: float = 0.5
     correct: float = 1.0
-    cost_penalty_per_usd: float = Field(default=0.0, ge=0.0, description="lambda in reward - lambda * $")
+    cost_penalty_per_usd: float = Field(default=0.0, ge=0.0, description="lambda_usd in reward - lambda_usd * $")
+    cost_penalty_per_1k_worker_tokens: float = Field(
+        default=0.0, ge=0.0, description="lambda_tok in reward - lambda_tok * worker tokens / 1000")
 
     @model_validator(mode="after")
     def _ordered(self) -> RewardConfig:

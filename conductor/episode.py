@@ -43,6 +43,10 @@ class EpisodeResult:
     def cost_usd(self) -> float:
         return sum(s.cost_usd for s in self.steps)
 
+    @property
+    def worker_tokens(self) -> int:
+        return sum(s.tokens_in + s.tokens_out for s in self.steps)
+
 
 class EpisodeRunner:
     def __init__(self, executor: WorkflowExecutor, fewshot: tuple[FewShotExample, ...], *, max_steps: int,

@@ -1,8 +1,13 @@
-"""The training signal: format_error (unparseable workflow) <= wrong < correct, minus an optional cost
-penalty ``lambda * $`` on well-formed episodes, floored at ``format_error``:
+"""The training signal: format_error (unparseable workflow) <= wrong < correct, minus optional cost
+penalties on well-formed episodes, floored at ``format_error``:
 
-    r = format_error                                   unparseable
-      = max(base - lambda * $, format_error)           base = correct or wrong
+    r = format_error                                                unparseable
+      = max(base - lambda_usd * $ - lambda_tok * T / 1000, format_error)    base = correct or wrong
+
+where T is the episode's worker tokens (in + out, every step). The two penalties pull differently: a $
+penalty moves a policy to cheap workers, which are often the verbose ones (a lambda_usd 0.5 run kept its
+3-step chains on the cheapest workers); a token penalty moves it to fewer and shorter calls, which is what
+a token budget (and latency) asks for.
 
 The floor keeps the order under any lambda: unfloored, an expensive wrong answer scored below writing
 nothing parseable at all, and a cost-penalised run learned to stop writing workflows (format 0.98 -> 0.03
@@ -16,7 +21,7 @@ from typing import Optional
 from conductor.config import RewardConfig
 
 
-def reward(*, format_ok: bool, correct: bool, cost_usd: float, infra_error: bool,
+def reward(*, format_ok: bool, correct: bool, cost_usd: float, infra_error: bool, worker_tokens: int = 0,
            settings: Optional[RewardConfig] = None) -> Optional[float]:
     settings = settings or RewardConfig()
     if infra_error:
@@ -24,4 +29,6 @@ def reward(*, format_ok: bool, correct: bool, cost_usd: float, infra_error: bool
     if not format_ok:
         return settings.format_error
     base = settings.correct if correct else settings.wrong
-    return max(base - settings.cost_penalty_per_usd * cost_usd, settings.format_error)
+    penalty = (settings.cost_penalty_per_usd * cost_usd
+               + settings.cost_penalty_per_1k_worker_tokens * worker_tokens / 1000)
+    return max(base - penalty, settings.format_error)

@@ -32,3 +32,25 @@ def test_rewards_out_of_order_are_refused():
 
     with pytest.raises(ValidationError, match="format_error <= wrong < correct"):
         RewardConfig(format_error=0.5, wrong=0.0)
+
+
+def test_worker_token_penalty_adds_to_the_usd_penalty_and_keeps_the_floor():
+    settings = RewardConfig(format_error=0, wrong=0, correct=1, cost_penalty_per_usd=2,
+                            cost_penalty_per_1k_worker_tokens=0.1)
+    score = reward(format_ok=True, correct=True, cost_usd=0.05, worker_tokens=2_000, infra_error=False,
+                   settings=settings)
+    assert abs(score - (1 - 0.1 - 0.2)) < 1e-12
+    assert reward(format_ok=True, correct=True, cost_usd=0, worker_tokens=50_000, infra_error=False,
+                  settings=settings) == 0
+
+
+def test_episode_worker_tokens_count_every_step_in_and_out():
+    from conductor.episode import EpisodeResult
+    from conductor.trace import RoundTrace, StepTrace
+
+    steps = [StepTrace(round=0, index=0, shown_worker=0, worker_id="a", subtask="s", access=(), visible=(),
+                       tokens_in=10, tokens_out=20),
+             StepTrace(round=0, index=1, shown_worker=1, worker_id="b", subtask="s", access=(0,), visible=(0,),
+                       tokens_in=30, tokens_out=40)]
+    episode = EpisodeResult(rounds=[RoundTrace(round=0, conductor_text="", steps=steps)])
+    assert episode.worker_tokens == 100
