@@ -296,15 +296,18 @@ class GrpoRecipe:
         state = self.state
         with self.metrics.phase("eval"):
             result = self.evaluate(list(self.splits.val))
-        state.evals.append({"step": state.step, "val_accuracy": result.accuracy, "val_format_rate": result.format_rate})
+        state.evals.append({"step": state.step, "val_accuracy": result.accuracy, "val_format_rate": result.format_rate,
+                            "val_reward": result.mean_reward, "val_worker_tokens": result.worker_tokens_per_rollout})
         self.metrics.update({"val_accuracy": result.accuracy})
-        better = result.accuracy > state.best_val
-        self.console.print(f"  validation: accuracy {result.accuracy:.3f}, format {result.format_rate:.2f}"
-                           + ("  (best so far: kept)" if better else f"  (best {state.best_val:.3f} at step "
-                                                                     f"{state.best_step})"))
+        score = result.mean_reward if self.config.train.best_by == "reward" else result.accuracy
+        better = score > state.best_val
+        kept = ("  (best so far: kept)" if better else
+                f"  (best {self.config.train.best_by} {state.best_val:.3f} at step {state.best_step})")
+        self.console.print(f"  validation: accuracy {result.accuracy:.3f}, reward {result.mean_reward:.3f}, format "
+                           f"{result.format_rate:.2f}, worker tokens {result.worker_tokens_per_rollout:,.0f}" + kept)
         if better:
             previous = state.best_val, state.best_step
-            state.best_val, state.best_step = result.accuracy, state.step
+            state.best_val, state.best_step = score, state.step
             if not self._checkpoint("best"):
                 state.best_val, state.best_step = previous
 

@@ -152,6 +152,13 @@ def warn_infra_errors(console: Console, what: str, count: int) -> None:
                       "or a sandbox that refused to run); accuracy is over the rest[/]")
 
 
+def best_validation(state: Any) -> dict[str, Any]:
+    """The validation figures of the checkpoint that was kept (none when no validation ran)."""
+    row = next((e for e in state.evals if e["step"] == state.best_step), {})
+    return {"best_val_accuracy": row.get("val_accuracy", state.best_val), "best_val_reward": row.get("val_reward"),
+            "best_val_worker_tokens": row.get("val_worker_tokens")}
+
+
 def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[Any],
                 baselines: dict[str, dict[str, float]], out: RunOutput, **facts: Any) -> dict[str, Any]:
     """summary.json's content (docs/architecture.md lists the keys): the held-out result against the
@@ -164,7 +171,8 @@ def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[A
         "run_name": config.run_name, **heldout_summary(heldout, heldout_tasks), **figures,
         "margin_over_best_single": heldout.accuracy - figures["best_single_accuracy"],
         "sandbox_isolation": host_isolation(), "code_isolation_required": config.verifier.require_code_isolation,
-        "steps": state.step, "best_step": state.best_step, "best_val_accuracy": state.best_val,
+        "steps": state.step, "best_step": state.best_step, "best_by": config.train.best_by,
+        **best_validation(state),
         "rollbacks": state.rollbacks, "policy_version": state.version,
         "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
         "grpo_seconds": state.wall_seconds, **facts}

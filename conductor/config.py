@@ -261,6 +261,9 @@ class TrainConfig(Section):
     steps: int = Field(default=150, ge=0)
     questions_per_step: int = Field(default=8, ge=1)
     val_questions: int = Field(default=60, ge=0, description="selects the best checkpoint")
+    best_by: Literal["reward", "accuracy"] = Field(
+        default="reward", description="the validation figure that picks the best checkpoint: the mean reward "
+        "(the trained objective, cost penalties included) or the accuracy alone")
     heldout_questions: int = Field(default=150, ge=1, description="reported once, at the end")
     eval_every: int = Field(default=10, ge=1)
     refill_rounds: int = Field(default=0, ge=0, description="extra rollout rounds per step replacing groups "
