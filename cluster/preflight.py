@@ -27,6 +27,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from conductor.config import Config
+from learner.gguf_policy import is_gguf_source, resolve_gguf
 
 CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL_S3 for a non-AWS "
                     "endpoint) in the environment of every node")
@@ -53,7 +54,12 @@ def preflight(config: Config) -> list[str]:
     for index, spec in enumerate(config.data.datasets):
         problems += _readable(f"data.datasets[{index}].path", spec.path, None, file=True)  # read with env creds
     model = config.policy.model_path
-    if model and not (HUB_ID.match(model) and not os.path.exists(model)):
+    if is_gguf_source(model):
+        try:
+            resolve_gguf(model)
+        except FileNotFoundError as exc:
+            problems.append(f"policy.model_path {model}: {exc}")
+    elif model and not (HUB_ID.match(model) and not os.path.exists(model)):
         problems += _readable("policy.model_path", model, output_options, file=False)
     used = {worker.provider for worker in config.pool.workers}  # no workers: the simulated pool replaces it
     for index, provider in enumerate(config.pool.providers):

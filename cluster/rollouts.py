@@ -10,6 +10,7 @@ configured providers, or — when ``pool.workers`` is empty — the simulated pr
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -44,9 +45,17 @@ def tasks_for(config: Config) -> list[Task]:
 
 
 def policy_path(config: Config, out: RunOutput, name: str = "policy", train_questions: Sequence[str] = ()) -> str:
-    """The configured model (a local dir or a URL), or a tiny policy built from config as ``out/name``
-    (its tokenizer also trained on the pool listing and ``train_questions`` when ``policy.tiny_corpus`` is
-    ``run``)."""
+    """The configured model (a local dir or a URL); a GGUF one converted to a HF directory as ``out/name``
+    (reused when already converted; learner/gguf_policy.py); or a tiny policy built from config as
+    ``out/name`` (its tokenizer also trained on the pool listing and ``train_questions`` when
+    ``policy.tiny_corpus`` is ``run``)."""
+    from learner.gguf_policy import is_gguf_source
+
+    if is_gguf_source(config.policy.model_path):
+        from learner.gguf_policy import convert_gguf
+
+        convert_gguf(config.policy.model_path, out.staged(name))
+        return out.publish(name)
     if config.policy.model_path:
         return config.policy.model_path
     from learner.tiny_policy import TinyPolicySpec, build_tiny_policy, default_corpus
@@ -104,7 +113,9 @@ def run(config: Config, console: Console) -> dict[str, float]:
             failed = feed.take_given_up()
             if failed:
                 console.print(f"[red]{len(failed)} rollout request(s) failed: {[r.batch_id for r in failed]}[/]")
-    summary = dict(summarise(records).as_dict(), wall_seconds=time.time() - started, store=store_path, pool=pool_stats,
+    reasons = collections.Counter(r.parse_error for r in records if r.parse_error and r.infra_error is None)
+    summary = dict(summarise(records).as_dict(), parse_errors=dict(reasons.most_common()),
+                   wall_seconds=time.time() - started, store=store_path, pool=pool_stats,
                    sandbox_isolation=host_isolation(), code_isolation_required=config.verifier.require_code_isolation)
     console.print_json(json.dumps(summary))
     out.write_text("summary.json", text=json.dumps(summary, indent=2))

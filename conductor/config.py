@@ -141,7 +141,9 @@ class VerifierConfig(Section):
 
 
 class PolicyConfig(Section):
-    model_path: Optional[str] = Field(default=None, description="HF model dir; None = build a tiny policy")
+    model_path: Optional[str] = Field(default=None, description="HF model dir (local or URL); a .gguf file or "
+                                      "package://<module>/<file>.gguf (converted once, learner/gguf_policy.py); "
+                                      "None = build a tiny policy")
     tiny_vocab_size: int = Field(default=768, ge=256)
     tiny_corpus: Literal["default", "run"] = Field(
         default="default", description="what the tiny policy's BPE tokenizer is trained on: the built-in corpus "
@@ -200,6 +202,10 @@ class SftConfig(Section):
                               "read them)")
     target_only_steps: int = Field(default=0, ge=0, description="then this many steps on the target tokens "
                                    "alone (fresh optimizer and schedule): the format's reliability")
+    targets_per_prompt: int = Field(default=1, ge=1, description="> 1: each drawn prompt carries this many "
+                                    "example workflows and runs once (learner/shared_prompt.py); target-token "
+                                    "loss only. For long prompts: a pretrained model's ~1k-token prompt against "
+                                    "~60 target tokens")
 
     @model_validator(mode="after")
     def _known_shapes(self) -> SftConfig:
@@ -210,6 +216,10 @@ class SftConfig(Section):
             raise ValueError(f"sft.shapes: unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
         if any(w < 0 for w in self.shapes.values()) or sum(self.shapes.values()) <= 0:
             raise ValueError("sft.shapes: weights must be >= 0 with a positive sum")
+        shared = self.targets_per_prompt > 1
+        if shared and (self.prompt_loss and self.steps or self.batch_size % self.targets_per_prompt):
+            raise ValueError("sft.targets_per_prompt > 1 trains on target tokens alone: set sft.prompt_loss false "
+                             "(or sft.steps 0), and make sft.batch_size a multiple of it")
         return self
 
 

