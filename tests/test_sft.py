@@ -45,3 +45,40 @@ def test_both_phases_run_in_order(tmp_path):
     with_prompt, _ = train(model, tokenizer, prompts, steps=2, prompt_loss=True)
     targets_only, _ = train(model, tokenizer, prompts, steps=2, prompt_loss=False)
     assert not same_weights(with_prompt, targets_only)  # the loss masks differ
+
+
+def test_shared_prompt_targets_give_the_plain_target_loss(tmp_path):
+    """k targets per prompt, the prompt run once: the same mean target-token loss as the plain forward of
+    each (prompt, target) row."""
+    import random
+
+    from learner.sft import _shared_prompt_loss, _target
+
+    model, tokenizer, prompts = tiny(tmp_path)
+    config = SftConfig(batch_size=4, targets_per_prompt=2, prompt_loss=False, shapes={"solve": 1.0, "verify": 1.0})
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    shared = _shared_prompt_loss(model, tokenizer, prompts, 3, config, random.Random(3), end, end)
+    rng, rows = random.Random(3), []
+    for _ in range(2):
+        prompt = list(rng.choice(prompts))
+        rows += [(prompt, _target(tokenizer, config, 3, rng, end)) for _ in range(2)]
+    width = max(len(p) + len(t) for p, t in rows)
+    ids = torch.full((4, width), end, dtype=torch.long)
+    labels = torch.full((4, width), -100, dtype=torch.long)
+    mask = torch.zeros((4, width), dtype=torch.long)
+    for i, (prompt, target) in enumerate(rows):
+        ids[i, :len(prompt) + len(target)] = torch.tensor(prompt + target)
+        labels[i, len(prompt):len(prompt) + len(target)] = torch.tensor(target)
+        mask[i, :len(prompt) + len(target)] = 1
+    plain = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    assert torch.allclose(shared, plain, atol=1e-5)
+
+
+def test_shared_prompt_targets_need_target_only_loss():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="targets_per_prompt"):
+        SftConfig(targets_per_prompt=4, prompt_loss=True, steps=10)
+    with pytest.raises(ValidationError, match="multiple"):
+        SftConfig(targets_per_prompt=3, prompt_loss=False, batch_size=16)
