@@ -35,9 +35,15 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     builder = PromptBuilder(config, tokenizer, seed=config.seed)
     prompts = [builder.task_prompt_ids(task, builder.roster()) for task in list(train_tasks)[:config.sft.prompts]]
     started = time.time()
-    losses = sft_warm_start(model, tokenizer, prompts, len(config.pool.workers), config.sft, seed=config.seed)
+
+    def progress(step: int, loss: float) -> None:  # a pretrained model's SFT takes minutes: show it moving
+        if (step + 1) % 10 == 0:
+            console.print(f"  SFT step {step + 1}: loss {loss:.3f} ({time.time() - started:.0f}s)")
+
+    losses = sft_warm_start(model, tokenizer, prompts, len(config.pool.workers), config.sft, seed=config.seed,
+                            on_step=progress)
     model.save_pretrained(out.staged("sft"))
     tokenizer.save_pretrained(out.staged("sft"))
-    console.print(f"SFT warm start: {config.sft.steps} steps in {time.time() - started:.0f}s, "
+    console.print(f"SFT warm start: {len(losses)} steps in {time.time() - started:.0f}s, "
                   f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
     return out.publish("sft")

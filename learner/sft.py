@@ -22,7 +22,8 @@ domain; 400 + 200 steps, 97% parse at the start of GRPO, which then learned mult
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Optional
 
 import torch
 
@@ -39,17 +40,21 @@ def lr_at(step: int, settings: SftConfig, steps: int) -> float:
 
 
 def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
-                   settings: SftConfig, seed: int = 0) -> list[float]:
+                   settings: SftConfig, seed: int = 0,
+                   on_step: Optional[Callable[[int, float], None]] = None) -> list[float]:
     """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses of
     both phases. ``settings`` is the config's ``sft`` section (``prompts`` is the caller's business)."""
-    losses = _phase(model, tokenizer, prompts, num_workers, settings, settings.steps, settings.prompt_loss, seed)
+    losses = _phase(model, tokenizer, prompts, num_workers, settings, settings.steps, settings.prompt_loss, seed,
+                    on_step)
     if settings.target_only_steps:
-        losses += _phase(model, tokenizer, prompts, num_workers, settings, settings.target_only_steps, False, seed)
+        losses += _phase(model, tokenizer, prompts, num_workers, settings, settings.target_only_steps, False, seed,
+                         on_step)
     return losses
 
 
 def _phase(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
-           settings: SftConfig, steps: int, prompt_loss: bool, seed: int) -> list[float]:
+           settings: SftConfig, steps: int, prompt_loss: bool, seed: int,
+           on_step: Optional[Callable[[int, float], None]] = None) -> list[float]:
     rng = random.Random(seed)
     torch.manual_seed(seed)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -69,6 +74,8 @@ def _phase(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
+        if on_step:
+            on_step(step, losses[-1])
     model.eval()
     return losses
 

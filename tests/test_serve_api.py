@@ -1,6 +1,11 @@
 """The endpoint as a user meets it: `python -m cluster.serve` in its own process (standalone runtime, a
 trained tiny Conductor on vLLM, the simulated toy pool behind a worker API key), called by the official
-`openai` client, unchanged, and by plain HTTP where the wire format itself is the point."""
+`openai` client, unchanged, and by plain HTTP where the wire format itself is the point.
+
+The same tests run against another served policy and its config, e.g. the trained SmolLM2 Conductor:
+    CONDUCTOR_SERVE_TEST_CONFIG=configs/serve-smollm2.yaml \
+    CONDUCTOR_SERVE_TEST_POLICY=runs/smollm2-paper7/policy pytest tests/test_serve_api.py
+(questions then come from that config's simulated preset)."""
 
 import asyncio
 import collections
@@ -22,7 +27,22 @@ from conductor.weight_transfer import free_port
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
-QUESTIONS = [task.prompt for task in toy_tasks(200)[:12]]  # the simulated pool knows these (serve-toy.yaml)
+SERVE_CONFIG = os.environ.get("CONDUCTOR_SERVE_TEST_CONFIG", "configs/serve-toy.yaml")
+SERVE_POLICY = os.environ.get("CONDUCTOR_SERVE_TEST_POLICY")   # None: the toy warm start
+
+
+def preset_questions() -> list[str]:
+    """Questions the simulated pool of SERVE_CONFIG knows (serve-toy.yaml: the toy items)."""
+    if SERVE_CONFIG == "configs/serve-toy.yaml":
+        return [task.prompt for task in toy_tasks(200)[:12]]
+    from conductor.config_loader import load_config
+    from conductor.simulator.presets import load_preset
+
+    tasks = list(load_preset(load_config(REPO / SERVE_CONFIG).simulator).tasks)
+    return [task.prompt for task in tasks[::max(1, len(tasks) // 12)][:12]]
+
+
+QUESTIONS = preset_questions()
 
 
 @dataclass
@@ -47,14 +67,15 @@ class Endpoint:
 
 
 @pytest.fixture(scope="module")
-def endpoint(toy_warm_start, tmp_path_factory):
+def endpoint(tmp_path_factory, request):
+    policy = SERVE_POLICY or request.getfixturevalue("toy_warm_start")
     port, log = free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
     keys = ["sk-caller-" + secrets.token_hex(16) for _ in range(3)]
     worker_key = "sk-worker-" + secrets.token_hex(16)
     env = dict(os.environ, CONDUCTOR_API_KEYS=",".join(keys), CONDUCTOR_TEST_WORKER_KEY=worker_key,
                PYTHONPATH=str(REPO))
-    command = [sys.executable, "-m", "cluster.serve", "--config", "configs/serve-toy.yaml",
-               "--set", f"serve.policy={toy_warm_start}", "--set", f"serve.port={port}",
+    command = [sys.executable, "-m", "cluster.serve", "--config", SERVE_CONFIG,
+               "--set", f"serve.policy={policy}", "--set", f"serve.port={port}",
                "--set", "simulator.api_key_env=CONDUCTOR_TEST_WORKER_KEY",
                "--set", "serve.limits.requests_per_minute=600", "--set", "serve.limits.burst=250"]
     with open(log, "wb") as out:
