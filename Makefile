@@ -16,7 +16,7 @@ export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: train eval results-paper7 serve demo test test-fast venv clean
+.PHONY: train eval results-paper7 results-smollm2 serve demo test test-fast venv clean
 
 venv: $(STAMP)
 
@@ -53,6 +53,24 @@ results-paper7: $(STAMP)
 		-e 's#^Made by:$$#Made by `make results-paper7` (train, train again with the cost penalty, evaluate both); its last command:#' \
 		docs/results/paper7/report.md > docs/results/paper7.md
 	rm docs/results/paper7/report.json docs/results/paper7/report.md docs/results/paper7/outcomes.parquet
+
+# docs/results/smollm2-paper7.{md,json} (+ PNGs): train the SmolLM2-135M-Instruct Conductor (~2 h here), then score
+# it against every baseline on paper-7's held-out split. The baselines are evaluated once (no Conductor rows) into
+# runs/eval-paper7-baselines and reused.
+BASELINES := single,oracle,random,self_reflection,consensus,moa,smoothie_dependent,smoothie_independent,router_dc,masrouter,rllib_router
+results-smollm2: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m cluster.train --config configs/smollm2-paper7.yaml
+	test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate --config configs/train-paper7.yaml \
+		--set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
+	$(PY) -m cluster.evaluate --config configs/smollm2-paper7.yaml --set evaluate.policy=runs/smollm2-paper7/policy \
+		--set "evaluate.reuse=[runs/eval-paper7-baselines/outcomes.parquet]" \
+		--set run_name=smollm2-paper7 --set output.dir=docs/results
+	cp docs/results/smollm2-paper7/report.json docs/results/smollm2-paper7.json
+	sed -e 's#](\([a-z_]*\.png\))#](smollm2-paper7/\1)#' \
+		-e 's#^Made by:$$#Made by `make results-smollm2` (train, the baselines once, evaluate); its last command:#' \
+		docs/results/smollm2-paper7/report.md > docs/results/smollm2-paper7.md
+	rm docs/results/smollm2-paper7/report.json docs/results/smollm2-paper7/report.md docs/results/smollm2-paper7/outcomes.parquet
 
 # The toy Conductor of `make train` behind the OpenAI-compatible endpoint (needs CONDUCTOR_API_KEYS).
 serve: $(STAMP)

@@ -46,4 +46,21 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     tokenizer.save_pretrained(out.staged("sft"))
     console.print(f"SFT warm start: {len(losses)} steps in {time.time() - started:.0f}s, "
                   f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
+    del model
+    release_memory()
     return out.publish("sft")
+
+
+def release_memory() -> None:
+    """Hand the SFT's freed memory back to the OS. The driver lives on beside the engines and learners it
+    starts next; after SmolLM2's warm start it held 9.4 GB it no longer used and the node ran out of memory.
+    Measured (3 SFT steps, 9.1 GB peak): freed and collected, 5.1 GB stayed resident in glibc's arenas;
+    with ``malloc_trim`` 0.6 GB, the model-less baseline."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass

@@ -105,3 +105,26 @@ def test_engine_bundles_follow_the_engine_config():
 
     assert engine_bundles(EngineConfig(replicas=2, num_cpus=1)) == [{"CPU": 1.0}, {"CPU": 1.0}]
     assert engine_bundles(EngineConfig(replicas=1, num_cpus=4, num_gpus=1)) == [{"CPU": 4.0, "GPU": 1.0}]
+
+
+def test_the_7b_recipe_differs_from_the_smollm2_preset_only_where_size_demands():
+    """configs/paper-7b.yaml is configs/smollm2-paper7.yaml scaled up: the model, where and how it runs
+    (GPUs, bf16, ZeRO-3), the paper's samples, tokens, steps and lr, and no SFT; prompt, pool, reward,
+    split and seed stay the same."""
+    import yaml
+
+    def flat(node, prefix=""):
+        if not isinstance(node, dict):
+            return {prefix[:-1]: node}
+        return {k: v for key, value in node.items() for k, v in flat(value, f"{prefix}{key}.").items()}
+
+    small, large = (flat(yaml.safe_load((REPO / "configs" / name).read_text()))
+                    for name in ("smollm2-paper7.yaml", "paper-7b.yaml"))
+    differ = {key for key in small.keys() | large.keys() if small.get(key) != large.get(key)}
+    size = {"run_name", "policy.model_path", "rollout.group_size", "rollout.max_new_tokens", "rollout.actors",
+            "rollout.max_concurrent_episodes", "train.steps"}
+    assert differ - size <= {k for k in differ if k.split(".")[0] in ("engine", "learner", "sft")}, differ
+    for same in ("prompt.num_fewshot", "simulator.preset", "reward.wrong", "train.val_questions",
+                 "train.heldout_questions", "train.questions_per_step", "seed", "executor.max_steps"):
+        assert small[same] == large[same], same
+    assert load_config(REPO / "configs/paper-7b.yaml").learner.zero_stage == 3
