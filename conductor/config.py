@@ -232,6 +232,9 @@ class LearnerConfig(Section):
     zero_stage: Literal[0, 1, 2, 3] = Field(default=2, description="0: plain data parallel (no sharding)")
     ranks: int = Field(default=1, ge=1, description="learner actors (data-parallel ranks)")
     num_cpus_per_rank: float = Field(default=1.0, ge=0)
+    torch_threads: Optional[int] = Field(default=None, ge=1, description="torch threads per rank; None = Ray's "
+                                         "(the rank's num_cpus). More than it reserves pays on a CPU node where the "
+                                         "engine idles while the learner trains")
     num_gpus_per_rank: float = Field(default=0.0, ge=0, description="> 0: NCCL backend and GPU bundles")
     dtype: Literal["float32", "bfloat16"] = "float32"
     lr: float = Field(default=1e-3, gt=0)

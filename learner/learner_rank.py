@@ -97,6 +97,8 @@ class LearnerRank:
         random.seed(seed + rank)
         np.random.seed(seed + rank)
         torch.manual_seed(seed + rank)
+        if config.torch_threads:
+            torch.set_num_threads(config.torch_threads)
         _skip_shm_comm_build()
         deepspeed.init_distributed(dist_backend="nccl" if config.num_gpus_per_rank > 0 else "gloo")
         ds_config = deepspeed_config(config, accumulation_steps)
