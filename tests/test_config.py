@@ -121,8 +121,8 @@ def test_the_7b_recipe_differs_from_the_smollm2_preset_only_where_size_demands()
     small, large = (flat(yaml.safe_load((REPO / "configs" / name).read_text()))
                     for name in ("smollm2-paper7.yaml", "paper-7b.yaml"))
     differ = {key for key in small.keys() | large.keys() if small.get(key) != large.get(key)}
-    size = {"run_name", "evaluate.title", "policy.model_path", "rollout.group_size", "rollout.max_new_tokens", "rollout.actors",
-            "rollout.max_concurrent_episodes", "train.steps"}
+    size = {"run_name", "evaluate.title", "policy.model_path", "rollout.group_size", "rollout.max_new_tokens",
+            "rollout.actors", "rollout.max_concurrent_episodes", "train.steps"}
     assert differ - size <= {k for k in differ if k.split(".")[0] in ("engine", "learner", "sft")}, differ
     for same in ("prompt.num_fewshot", "simulator.preset", "reward.wrong", "train.val_questions",
                  "train.heldout_questions", "train.questions_per_step", "seed", "executor.max_steps"):
