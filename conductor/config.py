@@ -256,6 +256,9 @@ class LearnerConfig(Section):
         default="auto", description="truncated importance weight cap; null = off; auto = off when training "
         "synchronously (train.max_staleness 0), 2.0 when asynchronously")
     filter_zero_spread: bool = Field(default=True, description="drop groups whose rewards are all equal")
+    advantage_scale: Literal["std", "none"] = Field(
+        default="std", description="divide a group's centred rewards by its std (GRPO) or not (Dr. GRPO): "
+        "'none' keeps a small cost penalty a tie-break (learner/grpo.py)")
     weight_sync: Literal["object_store", "collective"] = "object_store"
     sync_bucket_mb: float = Field(default=64.0, gt=0, description="ZeRO-3 gather / broadcast bucket size")
     checkpoint_every: int = Field(default=20, ge=0, description="steps between checkpoints; 0 = only at the end")

@@ -3,6 +3,15 @@
 Advantages, per group of G samples of one question (infrastructure errors excluded beforehand):
 
     A_i = (r_i - mean(r)) / (std(r) + eps)          (population std; a group with std 0 gives A = 0)
+    A_i = r_i - mean(r)                              (``scale="none"``, Dr. GRPO: Liu et al. 2025)
+
+Why the second: dividing by the group's std makes a group's advantages unit-size whatever its spread.
+Where every sample is right and rewards differ only by a small cost penalty (lambda * tokens: a few
+hundredths), the std is tiny and the penalty becomes a full-size signal, as large as right against
+wrong. Measured on paper-7 at lambda_tok 0.04: most groups were all right, and the policy fell from
+2-step verify workflows (0.93 on math) to one step on one worker (0.80) within 40 steps. Unscaled, the
+penalty moves a group's advantages by lambda * its token spread, a tie-break between equally right
+workflows, as the reward says.
 
 Loss per completion token t of sample i, with ratio_t = exp(logp_t - old_logp_t):
 
@@ -36,15 +45,17 @@ class GrpoSettings:
     adv_eps: float = 1e-6
 
 
-def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
-    """(r - mean) / (std + eps) within one group; all-equal rewards give all zeros."""
+def group_advantages(rewards: Sequence[float], eps: float = 1e-6, scale: Literal["std", "none"] = "std") -> list[float]:
+    """(r - mean) / (std + eps) within one group, or r - mean (``scale="none"``); all-equal rewards give
+    all zeros."""
     values = torch.tensor(list(rewards), dtype=torch.float64)
     if values.numel() == 0:
         return []
     spread = values.std(unbiased=False)
     if spread.item() == 0.0:
         return [0.0] * values.numel()
-    return ((values - values.mean()) / (spread + eps)).tolist()
+    centred = values - values.mean()
+    return (centred if scale == "none" else centred / (spread + eps)).tolist()
 
 
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,

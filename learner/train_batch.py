@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 
@@ -98,14 +99,14 @@ def has_signal(members: Sequence[RolloutRecord], filter_zero_spread: bool = True
     return bool(rewards) and (len(rewards) > 1 or not filter_zero_spread)
 
 
-def build_sequences(records: Iterable[RolloutRecord], eps: float = 1e-6,
-                    filter_zero_spread: bool = True) -> tuple[list[TrainSequence], BatchStats]:
+def build_sequences(records: Iterable[RolloutRecord], eps: float = 1e-6, filter_zero_spread: bool = True,
+                    advantage_scale: Literal["std", "none"] = "std") -> tuple[list[TrainSequence], BatchStats]:
     records = list(records)
     groups = scored_groups(records)
     scored = sum(len(members) for members in groups.values())
     sequences, zero_spread = [], 0
     for members in groups.values():
-        advantages = group_advantages([r.reward for r in members], eps)
+        advantages = group_advantages([r.reward for r in members], eps, advantage_scale)
         if not has_signal(members):
             zero_spread += 1
         if not has_signal(members, filter_zero_spread):

@@ -94,3 +94,15 @@ def test_micro_batches_with_the_whole_batch_normaliser_sum_to_the_whole_batch_gr
     (got,) = torch.autograd.grad(sum(parts), logprobs)
     assert torch.allclose(got, expected, atol=1e-7)
     assert total == (11.0 if how == "token" else 4.0)
+
+
+def test_unscaled_advantages_keep_a_small_cost_penalty_small():
+    """All right, rewards apart only by a token penalty: std scaling makes that unit-size, as large as
+    right against wrong; unscaled (Dr. GRPO) it stays the penalty's size."""
+    all_right = [1.0 - 0.04 * 1.9, 1.0 - 0.04 * 0.6]          # a 2-step and a 1-step workflow, both right
+    right_wrong = [1.0 - 0.04 * 1.9, 0.0 - 0.04 * 0.6]
+    assert abs(group_advantages(all_right)[0]) == pytest.approx(abs(group_advantages(right_wrong)[0]), rel=1e-4)
+    unscaled = group_advantages(all_right, scale="none")
+    assert unscaled == pytest.approx([-0.026, 0.026])
+    assert group_advantages(right_wrong, scale="none")[0] == pytest.approx(0.474)
+    assert group_advantages([0.3, 0.3], scale="none") == [0.0, 0.0]
