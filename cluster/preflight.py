@@ -57,7 +57,7 @@ def preflight(config: Config) -> list[str]:
     if is_gguf_source(model):
         try:
             resolve_gguf(model)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, ValueError) as exc:
             problems.append(f"policy.model_path {model}: {exc}")
     elif model and not (HUB_ID.match(model) and not os.path.exists(model)):
         problems += _readable("policy.model_path", model, output_options, file=False)

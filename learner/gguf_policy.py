@@ -32,7 +32,9 @@ def resolve_gguf(source: str) -> Path:
     """The GGUF file a source names, or a clear error saying how to install it."""
     if source.startswith(PACKAGE_SCHEME):
         module, _, name = source[len(PACKAGE_SCHEME):].partition("/")
-        spec = importlib.util.find_spec(module) if module else None
+        if not module.isidentifier():  # a dotted name would import its parent packages to find it
+            raise ValueError(f"{source!r}: name a top-level module, as in {SMOLLM2}")
+        spec = importlib.util.find_spec(module)
         if spec is None or not spec.submodule_search_locations or not name:
             raise FileNotFoundError(
                 f"{source!r}: no installed package {module!r} holding {name!r}; for SmolLM2 install it without "

