@@ -40,9 +40,10 @@ class StepStats:
     batch: BatchStats
     staleness: StalenessStats
     timings: dict[str, float]     # seconds: rollout (waiting for groups), train, sync, step
+    node_memory_gb: float = dataclasses.field(default_factory=lambda: node_memory_gb())
 
     def row(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"step": self.step, "version": self.version}
+        row: dict[str, Any] = {"step": self.step, "version": self.version, "node_memory_gb": self.node_memory_gb}
         row.update(self.rollouts.as_dict())
         learner = dataclasses.asdict(self.learner)
         row.update({f"learner_{phase}_s": seconds for phase, seconds in learner.pop("timings").items()})
@@ -51,3 +52,19 @@ class StepStats:
         row.update(dataclasses.asdict(self.staleness))
         row.update({f"{phase}_s": seconds for phase, seconds in self.timings.items()})
         return row
+
+
+def node_memory_gb() -> float:
+    """Memory in use on the driver's node, GB: on a node of its own, the run's footprint (driver, engines,
+    learners, actors and Ray's object store together), which no single process's RSS shows."""
+    import psutil
+
+    return psutil.virtual_memory().used / 1e9
+
+
+def run_throughput(history: Sequence[dict[str, Any]], grpo_seconds: float) -> dict[str, Any]:
+    """Figures of the whole run from its per-step rows: the node's memory peak and the Conductor tokens
+    sampled per second of GRPO wall time."""
+    tokens = sum(row.get("conductor_tokens_per_rollout", 0.0) * row.get("rollouts", 0) for row in history)
+    return {"node_memory_peak_gb": max((row.get("node_memory_gb", 0.0) for row in history), default=None),
+            "conductor_tokens_per_s": tokens / grpo_seconds if grpo_seconds > 0 else None}

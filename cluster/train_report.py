@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from cluster.step_stats import run_throughput
 from conductor.run_output import RunOutput
 
 LOG_FIELDS = (  # (key, label, format)
@@ -175,7 +176,7 @@ def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[A
         **best_validation(state),
         "rollbacks": state.rollbacks, "policy_version": state.version,
         "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
-        "grpo_seconds": state.wall_seconds, **facts}
+        "grpo_seconds": state.wall_seconds, **run_throughput(state.history, state.wall_seconds), **facts}
     if config.train.plot and state.history:
         write_plot(state.history, state.evals, {"best_single": figures["best_single_accuracy"],
                                                 "random": figures["random_router_accuracy"]},

@@ -87,8 +87,18 @@ def test_a_step_row_keeps_the_keys_tools_read():
                 "rollout_s", "train_s", "sync_s", "step_s", "learner_forward_s", "max_lag", "stale_groups_dropped"):
         assert key in row, key
     assert row["max_lag"] == 1 and row["mean_lag"] == 0.5 and row["mean_reward"] == 0.75
+    assert 0 < row["node_memory_gb"] < 10_000
     json.dumps(row)  # the history is JSON
     assert log_line(row).startswith("step    7 v4")
+
+
+def test_run_throughput_takes_the_memory_peak_and_tokens_per_second():
+    from cluster.step_stats import run_throughput
+
+    history = [{"node_memory_gb": 9.5, "conductor_tokens_per_rollout": 40.0, "rollouts": 32},
+               {"node_memory_gb": 12.25, "conductor_tokens_per_rollout": 60.0, "rollouts": 16}]
+    assert run_throughput(history, 100.0) == {"node_memory_peak_gb": 12.25, "conductor_tokens_per_s": 22.4}
+    assert run_throughput([], 0.0) == {"node_memory_peak_gb": None, "conductor_tokens_per_s": None}
 
 
 def test_renamed_and_automatic_keys():
