@@ -15,22 +15,22 @@ class RestartWatch:
     def __init__(self, targets: dict[str, Callable[[], list[Any]]]):
         self.targets = targets
         self.pids: dict[tuple[str, int], int] = {}
-        self.restarts: dict[str, int] = {kind: 0 for kind in targets}
 
     def look(self, timeout_s: float = 5.0) -> dict[str, int]:
-        """Ask every actor for its pid; returns the restarts counted so far, by kind."""
+        """Ask every actor for its pid; returns the restarts since the previous look, by kind."""
         calls = {(kind, i): handle.pid.remote() for kind, handles in self.targets.items()
                  for i, handle in enumerate(handles())}
         if calls:
             ray.wait(list(calls.values()), num_returns=len(calls), timeout=timeout_s)
+        fresh = {kind: 0 for kind in self.targets}
         for key, call in calls.items():
             pid = _answer(call)
             if pid is None:
                 continue
             if key in self.pids and self.pids[key] != pid:
-                self.restarts[key[0]] += 1
+                fresh[key[0]] += 1
             self.pids[key] = pid
-        return dict(self.restarts)
+        return fresh
 
 
 def _answer(call: Any) -> Optional[int]:

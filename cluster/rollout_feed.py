@@ -16,7 +16,9 @@ from typing import Any, Optional
 
 import ray
 
-from conductor.rollout import RolloutReceipt, RolloutRequest
+from conductor.rollout import RolloutReceipt, RolloutRequest, SamplingSettings
+from conductor.rollout_record import RolloutRecord
+from conductor.tasks.task import Task
 
 ACTOR_GONE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
 
@@ -93,6 +95,14 @@ class RolloutFeed:
             self.poll(timeout_s=1.0)
             on_wait()  # the caller's actor care: e.g. an engine back from a restart gets its weights
         return [self.finished.pop(batch_id) for batch_id in [r.batch_id for r in requests]]
+
+    def evaluate(self, tasks: Sequence[Task], sampling: SamplingSettings, batch_id: str,
+                 on_wait: Callable[[], None] = lambda: None) -> list[RolloutRecord]:
+        """One sample per task, the tasks dealt over the actors, nothing written to the store."""
+        actors = len(self.actors)
+        requests = [RolloutRequest(f"{batch_id}-eval{i}", tuple(tasks[i::actors]), group_size=1, sampling=sampling,
+                                   write=False, return_records=True) for i in range(actors) if tasks[i::actors]]
+        return [record for receipt in self.run(requests, on_wait) for record in receipt.records]
 
     def take_given_up(self) -> list[RolloutRequest]:
         given_up, self.given_up = self.given_up, []

@@ -29,6 +29,7 @@ from typing import Any
 import ray
 from rich.console import Console
 
+from cluster.best_checkpoint import adopt_basis, selection_basis, validation_row, validation_score
 from cluster.group_collector import GroupCollector
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
@@ -58,7 +59,7 @@ from conductor.baselines import run_baselines
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.replay_store import Cursor, ReplayStore
-from conductor.rollout import RolloutRequest, SamplingSettings
+from conductor.rollout import SamplingSettings
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import simulated_pool_config
@@ -66,8 +67,6 @@ from conductor.simulator.server import SimulatorServer
 from conductor.staleness import StalenessManager
 from conductor.tasks.splits import TaskSampler, split_tasks
 from conductor.timer import Timer
-
-__all__ = ["GrpoRecipe", "main", "train", "warm_start_policy"]
 
 
 class GrpoRecipe:
@@ -77,7 +76,7 @@ class GrpoRecipe:
         self.stack = contextlib.ExitStack()
         self.started = time.time()
         self.restore_tag: str | None = None  # what a rebuilt learner loads (default: the newest checkpoint)
-        self.seen: dict[str, int] = {}       # restart and re-issue counts already added to state.faults
+        self.reissued_counted = 0            # re-issued rollout requests already added to state.faults
 
     # -- setup ------------------------------------------------------------------------------------------
 
@@ -105,8 +104,7 @@ class GrpoRecipe:
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
         self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
         tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
-        self.baselines = run_baselines(config, self.splits.heldout, tokenizer,
-                                       seed=config.seed)
+        self.baselines = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
         figures = baseline_summary(self.baselines)
         self.console.print(f"held-out baselines: best single {figures['best_single_accuracy']:.3f}, "
                            f"random router {figures['random_router_accuracy']:.3f}")
@@ -134,6 +132,9 @@ class GrpoRecipe:
             self.console.print(f"resumed from {self.checkpoints.latest()} (step {self.state.step}, "
                                f"policy v{self.state.version})")
             resume_trained_log(self.out, self.state.step)
+        if adopt_basis(self.state, selection_basis(config)):
+            self.console.print("[yellow]train.best_by or the reward changed since the best checkpoint was chosen: "
+                               "the best is chosen afresh from this segment's validations[/]")
         self.sampler = TaskSampler(self.splits.train, config.seed, **self.state.sampler)
         # Engines start from the warm-start weights: hand them the learners' own, under a version no earlier
         # (killed) segment wrote rollouts for. Records older than this segment's first version are not read.
@@ -185,11 +186,11 @@ class GrpoRecipe:
                 row = stats.row()
                 state.history.append(row)
                 self.console.print(log_line(row))
-                progress.update(completed=state.step, status=f"reward {row['mean_reward']:.2f} "
-                                f"val best {max(state.best_val, 0.0):.2f}")
+                progress.update(state.step, f"reward {row['mean_reward']:.2f} best {max(state.best_val, 0):.2f}")
                 self.metrics.update(dict(row, policy_version=state.version))
                 self.chaos.on_step(state.step)
-                if self._format_collapsed(row):
+                if state.format_collapsed(row["format_rate"], config.train.format_floor,
+                                          config.train.format_patience) and self.checkpoints.latest():
                     self._roll_back()
                     continue
                 if state.step % config.train.eval_every == 0 or state.step == config.train.steps:
@@ -234,11 +235,9 @@ class GrpoRecipe:
 
         self.metrics.queue(len(self.feed.running) + len(self.feed.retrying))
         for kind, count in self.watch.look().items():
-            self._count(f"{kind}_restarts", count - self.seen.get(kind, 0))
-            self.seen[kind] = count
-        reissued = self.feed.counters.reissued
-        self._count("rollout_requests_reissued", reissued - self.seen.get("reissued", 0))
-        self.seen["reissued"] = reissued
+            self._count(f"{kind}_restarts", count)
+        self._count("rollout_requests_reissued", self.feed.counters.reissued - self.reissued_counted)
+        self.reissued_counted = self.feed.counters.reissued
         try:
             repaired = self.sync.repair(self.state.version)
         except LearnerGroupFailed as exc:  # the learner pushes the repair: rebuilding it publishes to all
@@ -273,12 +272,6 @@ class GrpoRecipe:
         self.console.print(f"[yellow]a learner rank died ({cause}); rebuilt the learner group from "
                            f"{tag or 'the warm-start policy'}, now policy v{self.state.version}[/]")
 
-    def _format_collapsed(self, row: dict[str, Any]) -> bool:
-        """A collapsed format (all rewards 0, all advantages 0) never recovers: roll back."""
-        state, train = self.state, self.config.train
-        state.low_format_steps = state.low_format_steps + 1 if row["format_rate"] < train.format_floor else 0
-        return state.low_format_steps >= train.format_patience and self.checkpoints.latest() is not None
-
     def _roll_back(self) -> None:
         """Restore the newest checkpoint's weights and optimizer; the step count, data and history move on."""
         if self.state.rollbacks >= self.config.train.max_rollbacks:
@@ -296,15 +289,13 @@ class GrpoRecipe:
         state = self.state
         with self.metrics.phase("eval"):
             result = self.evaluate(list(self.splits.val))
-        state.evals.append({"step": state.step, "val_accuracy": result.accuracy, "val_format_rate": result.format_rate,
-                            "val_reward": result.mean_reward, "val_worker_tokens": result.worker_tokens_per_rollout})
+        state.evals.append(validation_row(state.step, result))
         self.metrics.update({"val_accuracy": result.accuracy})
-        score = result.mean_reward if self.config.train.best_by == "reward" else result.accuracy
+        score = validation_score(result, self.config.train.best_by)
         better = score > state.best_val
-        kept = ("  (best so far: kept)" if better else
-                f"  (best {self.config.train.best_by} {state.best_val:.3f} at step {state.best_step})")
+        kept = "best so far: kept" if better else f"best {state.best_val:.3f} at step {state.best_step}"
         self.console.print(f"  validation: accuracy {result.accuracy:.3f}, reward {result.mean_reward:.3f}, format "
-                           f"{result.format_rate:.2f}, worker tokens {result.worker_tokens_per_rollout:,.0f}" + kept)
+                           f"{result.format_rate:.2f}, worker tokens {result.worker_tokens_per_rollout:,.0f}  ({kept})")
         if better:
             previous = state.best_val, state.best_step
             state.best_val, state.best_step = score, state.step
@@ -315,11 +306,7 @@ class GrpoRecipe:
         """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored."""
         sampling = SamplingSettings(temperature=self.config.train.eval_temperature, top_p=1.0,
                                     max_new_tokens=self.config.rollout.max_new_tokens)
-        actors, batch_id = len(self.feed.actors), self.collector.next_batch_id()
-        requests = [RolloutRequest(f"{batch_id}-eval{i}", tuple(tasks[i::actors]), group_size=1, sampling=sampling,
-                                   write=False, return_records=True) for i in range(actors) if tasks[i::actors]]
-        receipts = self.feed.run(requests, on_wait=self._look_after_actors)
-        return summarise([r for receipt in receipts for r in receipt.records])
+        return summarise(self.feed.evaluate(tasks, sampling, self.collector.next_batch_id(), self._look_after_actors))
 
     def _checkpoint(self, tag: str) -> bool:
         """Save; if a learner rank dies meanwhile the weights to save are gone: rebuild and skip it."""

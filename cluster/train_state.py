@@ -30,10 +30,17 @@ class TrainState:
     evals: list[dict[str, Any]] = field(default_factory=list)     # validation results
     best_val: float = -1.0
     best_step: int = -1
+    best_basis: str = ""                               # what best_val measures (cluster/best_checkpoint.py)
     low_format_steps: int = 0
     rollbacks: int = 0
     wall_seconds: float = 0.0                          # summed over resumed segments
     faults: dict[str, int] = field(default_factory=dict)  # restarts by actor kind, re-issued requests, ...
+
+    def format_collapsed(self, format_rate: float, floor: float, patience: int) -> bool:
+        """Counts consecutive steps whose sampled format rate is under ``floor``; True once there are
+        ``patience`` of them. A collapsed format (all rewards 0, all advantages 0) never recovers."""
+        self.low_format_steps = self.low_format_steps + 1 if format_rate < floor else 0
+        return self.low_format_steps >= patience
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

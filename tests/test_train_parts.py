@@ -187,3 +187,28 @@ def test_resume_trims_the_audit_log_and_a_fresh_run_moves_old_checkpoints_aside(
     [moved] = run_output.list_dirs("previous")
     assert run_output.exists("previous", moved, "checkpoints", "latest.json")
     assert run_output.exists("previous", moved, TRAINED_LOG)
+
+
+def test_a_best_taken_on_another_basis_is_dropped_on_resume():
+    from cluster.best_checkpoint import adopt_basis, selection_basis
+    from cluster.train_state import TrainState
+
+    plain, penalised = load_config(None, []), load_config(None, ["reward.cost_penalty_per_1k_worker_tokens=0.04"])
+    assert selection_basis(plain) != selection_basis(penalised)
+    assert selection_basis(load_config(None, ["train.best_by=accuracy"])) == "accuracy"
+    fresh = TrainState()
+    assert not adopt_basis(fresh, selection_basis(plain)) and fresh.best_basis == selection_basis(plain)
+    state = TrainState(best_val=0.86, best_step=580, best_basis=selection_basis(plain))
+    assert not adopt_basis(state, selection_basis(plain)) and state.best_step == 580   # same basis: kept
+    assert adopt_basis(state, selection_basis(penalised))                              # a penalty added
+    assert (state.best_val, state.best_step) == (-1.0, -1)
+    older = TrainState.from_json('{"best_val": 0.8, "best_step": 40}')                # written before the field
+    assert not adopt_basis(older, "accuracy") and older.best_step == 40
+
+
+def test_the_format_guard_counts_consecutive_low_steps():
+    from cluster.train_state import TrainState
+
+    state = TrainState()
+    assert [state.format_collapsed(rate, 0.3, 2) for rate in (0.1, 0.5, 0.1, 0.2, 0.9)] == [
+        False, False, False, True, False]
