@@ -21,26 +21,48 @@ from conductor.config import EngineConfig
 from conductor.rollout import PROMPT_TOO_LONG, Sample, SamplingSettings
 
 
+def engine_options(model_path: str, config: EngineConfig, seed: int) -> dict[str, Any]:
+    """vLLM engine arguments of ``config``, shared by ``LLM`` and ``AsyncLLM``; sets vLLM's environment
+    (CPU: KV-cache size, a uniprocess executor)."""
+    if config.num_gpus == 0:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.kv_cache_gb))
+    os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    options: dict[str, Any] = dict(model=model_path, dtype=config.dtype, max_model_len=config.max_model_len,
+                                   seed=seed, enforce_eager=config.enforce_eager)
+    if config.num_gpus:
+        options["gpu_memory_utilization"] = config.gpu_memory_utilization
+    else:
+        options["distributed_executor_backend"] = "uni"
+    return options
+
+
+def sampling_params(n: int, sampling: SamplingSettings) -> Any:
+    from vllm import SamplingParams
+
+    return SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
+                          max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
+
+
+def too_long(prompt: list[int], n: int, version: int) -> list[Sample]:
+    """``n`` empty samples for a prompt with no room under ``max_model_len`` (vLLM would fail on it)."""
+    return [Sample(prompt_token_ids=list(prompt), token_ids=[], logprobs=[], text="", finish_reason=PROMPT_TOO_LONG,
+                   policy_version=version) for _ in range(n)]
+
+
 class VllmSampler:
     def __init__(self, model_path: str, config: EngineConfig, seed: int = 0,
                  worker_extension_cls: Optional[str] = None):
         self.on_gpu = config.num_gpus > 0
         if not self.on_gpu:
-            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.kv_cache_gb))
-        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
-        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-        from vllm import LLM
-
-        options: dict[str, Any] = dict(model=model_path, dtype=config.dtype, max_model_len=config.max_model_len,
-                                       seed=seed, enforce_eager=config.enforce_eager)
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process
+        options = engine_options(model_path, config, seed)
         if worker_extension_cls:
             options["worker_extension_cls"] = worker_extension_cls
         if self.on_gpu:
-            options["gpu_memory_utilization"] = config.gpu_memory_utilization
             options["enable_sleep_mode"] = True
-        else:
-            options["distributed_executor_backend"] = "uni"
+        from vllm import LLM
+
         self.llm = LLM(**options)
         self.max_model_len = config.max_model_len
 
@@ -48,18 +70,12 @@ class VllmSampler:
                  version: int = 0) -> list[list[Sample]]:
         """``n`` samples per prompt. A prompt with no room under ``max_model_len`` gets ``n`` empty samples
         marked ``PROMPT_TOO_LONG`` (vLLM would fail the whole call on it)."""
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                                max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
         fits = [len(p) < self.max_model_len for p in prompts]
         accepted = [TokensPrompt(prompt_token_ids=p) for p, ok in zip(prompts, fits) if ok]
-        outputs = iter(self.llm.generate(accepted, params, use_tqdm=False) if accepted else [])
-        return [_samples(next(outputs), version) if ok else
-                [Sample(prompt_token_ids=list(p), token_ids=[], logprobs=[], text="", finish_reason=PROMPT_TOO_LONG,
-                        policy_version=version) for _ in range(n)]
-                for p, ok in zip(prompts, fits)]
+        outputs = iter(self.llm.generate(accepted, sampling_params(n, sampling), use_tqdm=False) if accepted else [])
+        return [_samples(next(outputs), version) if ok else too_long(p, n, version) for p, ok in zip(prompts, fits)]
 
     def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The engine's logprobs of ``completion_ids`` after ``prompt_ids`` (teacher-forced)."""
@@ -125,18 +141,11 @@ class AsyncVllmGenerator:
     engine request (vLLM batches them continuously). Same samples as ``VllmSampler``."""
 
     def __init__(self, model_path: str, config: EngineConfig, seed: int = 0, version: int = 0):
-        if config.num_gpus == 0:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.kv_cache_gb))
-        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
-        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+        options = engine_options(model_path, config, seed)  # before vLLM's import: it sets vLLM's environment
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = AsyncEngineArgs(model=model_path, dtype=config.dtype, max_model_len=config.max_model_len, seed=seed,
-                               enforce_eager=config.enforce_eager,
-                               **({"gpu_memory_utilization": config.gpu_memory_utilization} if config.num_gpus else
-                                  {"distributed_executor_backend": "uni"}))
-        self.engine = AsyncLLM.from_engine_args(args)
+        self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**options))
         self.max_model_len, self.version = config.max_model_len, version
 
     async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
@@ -145,16 +154,13 @@ class AsyncVllmGenerator:
     async def _one(self, prompt: list[int], n: int, sampling: SamplingSettings) -> list[Sample]:
         import uuid
 
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         if len(prompt) >= self.max_model_len:
-            return [Sample(prompt_token_ids=list(prompt), token_ids=[], logprobs=[], text="",
-                           finish_reason=PROMPT_TOO_LONG, policy_version=self.version) for _ in range(n)]
-        params = SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                                max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
+            return too_long(prompt, n, self.version)
         final = None
-        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, uuid.uuid4().hex):
+        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), sampling_params(n, sampling),
+                                              uuid.uuid4().hex):
             final = out
         return _samples(final, self.version)
 
