@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ sys.path.insert(0, str(REPO))
 from bench.pool_rate import write_section  # noqa: E402
 from conductor.tasks.toy import toy_tasks  # noqa: E402
 from conductor.weight_transfer import free_port  # noqa: E402
+from tests.support.served_process import start_process, stop_process  # noqa: E402
 
 KEY = "sk-bench-serve"
 RUNTIME_NOTE = {"ray_serve": " Here Ray's own processes (GCS, raylet, dashboard, Serve controller and proxy) share the "
@@ -60,31 +60,11 @@ def policy(path: str | None) -> str:
     return str(build_toy_warm_start(Path(tempfile.mkdtemp(prefix="bench-serve-", dir=REPO / ".scratch"))))
 
 
-def wait_healthy(process: subprocess.Popen, url: str, log: Path) -> None:
-    deadline = time.monotonic() + 300
-    while True:
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not come up:\n" + log.read_text()[-3000:])
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.5)
-
-
-def start(command: list[str], log: Path, url: str, **env: str) -> subprocess.Popen:
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                   env=dict(os.environ, PYTHONPATH=str(REPO), **env))
-    wait_healthy(process, url, log)
-    return process
-
-
 def start_workers(port: int, latency_ms: float) -> subprocess.Popen:
-    return start([sys.executable, "-m", "cluster.simulator", "--config", "configs/sim-toy.yaml",
-                  "--set", f"simulator.port={port}", "--set", f"simulator.fixed_latency_ms={latency_ms}",
-                  "--set", "simulator.toy_items_per_domain=200"],
-                 REPO / ".scratch" / "bench-serve-workers.log", f"http://127.0.0.1:{port}/v1/models")
+    return start_process([sys.executable, "-m", "cluster.simulator", "--config", "configs/sim-toy.yaml",
+                          "--set", f"simulator.port={port}", "--set", f"simulator.fixed_latency_ms={latency_ms}",
+                          "--set", "simulator.toy_items_per_domain=200"],
+                         REPO / ".scratch" / "bench-serve-workers.log", f"http://127.0.0.1:{port}/v1/models")
 
 
 def start_server(policy_path: str, port: int, workers_url: str, runtime: str, frontend: str) -> subprocess.Popen:
@@ -100,12 +80,13 @@ def start_server(policy_path: str, port: int, workers_url: str, runtime: str, fr
     config["pool"] = pool.model_dump(exclude_none=True)
     path = REPO / ".scratch" / "bench-serve.yaml"
     path.write_text(yaml.safe_dump(config))
-    return start([sys.executable, "-m", "cluster.serve", "--config", str(path), "--set", f"serve.policy={policy_path}",
-                  "--set", f"serve.port={port}", "--set", "serve.limits.requests_per_minute=1000000",
-                  "--set", "serve.limits.burst=100000", "--set", f"serve.runtime={runtime}",
-                  "--set", f"serve.engine_frontend={frontend}",
-                  "--set", "serve.deployment.max_replicas=1", "--set", "serve.deployment.ingress_num_cpus=0.5"],
-                 REPO / ".scratch" / "bench-serve.log", f"http://127.0.0.1:{port}/health", CONDUCTOR_API_KEYS=KEY)
+    command = [sys.executable, "-m", "cluster.serve", "--config", str(path), "--set", f"serve.policy={policy_path}",
+               "--set", f"serve.port={port}", "--set", "serve.limits.requests_per_minute=1000000",
+               "--set", "serve.limits.burst=100000", "--set", f"serve.runtime={runtime}",
+               "--set", f"serve.engine_frontend={frontend}",
+               "--set", "serve.deployment.max_replicas=1", "--set", "serve.deployment.ingress_num_cpus=0.5"]
+    return start_process(command, REPO / ".scratch" / "bench-serve.log", f"http://127.0.0.1:{port}/health",
+                         {"CONDUCTOR_API_KEYS": KEY})
 
 
 async def closed_loop(call, clients: int, duration_s: float, stagger_s: float = 0.0) -> tuple[list, float]:
@@ -197,8 +178,7 @@ def main() -> int:
     finally:
         for process in (server, workers):
             if process is not None:
-                process.terminate()
-                process.wait(30)
+                stop_process(process)
     ok = [r for r in results if r["status"] == 200]
     server_errors = sum(1 for r in results if r["status"] >= 500)
     overhead_ms = [1000 * r["overhead_s"] for r in ok]

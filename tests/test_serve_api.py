@@ -12,9 +12,7 @@ import collections
 import json
 import os
 import secrets
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import pytest
 
 from conductor.tasks.toy import toy_tasks
 from conductor.weight_transfer import free_port
+from tests.support.served_process import start_process, stop_process
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -72,28 +71,16 @@ def endpoint(tmp_path_factory, request):
     port, log = free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
     keys = ["sk-caller-" + secrets.token_hex(16) for _ in range(3)]
     worker_key = "sk-worker-" + secrets.token_hex(16)
-    env = dict(os.environ, CONDUCTOR_API_KEYS=",".join(keys), CONDUCTOR_TEST_WORKER_KEY=worker_key,
-               PYTHONPATH=str(REPO))
+    env = {"CONDUCTOR_API_KEYS": ",".join(keys), "CONDUCTOR_TEST_WORKER_KEY": worker_key}
     command = [sys.executable, "-m", "cluster.serve", "--config", SERVE_CONFIG,
                "--set", f"serve.policy={policy}", "--set", f"serve.port={port}",
                "--set", "simulator.api_key_env=CONDUCTOR_TEST_WORKER_KEY",
                "--set", "serve.limits.requests_per_minute=600", "--set", "serve.limits.burst=250"]
-    with open(log, "wb") as out:
-        server = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+    server = start_process(command, log, f"http://127.0.0.1:{port}/health", env, startup_s=240)
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert server.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the endpoint did not come up: " + log.read_text()[-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
         yield Endpoint(f"http://127.0.0.1:{port}/v1", *keys, worker_key, log)
     finally:
-        server.terminate()
-        server.wait(30)
+        stop_process(server)
 
 
 def ask(question):

@@ -9,15 +9,14 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
 from conductor.weight_transfer import free_port
 from conductor.workflow import parse_workflow
+from tests.support.served_process import start_process, stop_process
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -57,22 +56,11 @@ def test_the_smollm2_run_trains_and_exports_a_model_vllm_and_transformers_load(s
 def test_the_endpoint_serves_the_smollm2_policy_with_a_trace_of_its_own_output(smoke_run, tmp_path):
     run, _ = smoke_run
     port, key, log = free_port(), "sk-caller-" + secrets.token_hex(16), tmp_path / "serve.log"
-    env = dict(os.environ, CONDUCTOR_API_KEYS=key, PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "cluster.serve", "--config", "configs/serve-smollm2.yaml",
                "--set", f"serve.policy={run / 'policy'}", "--set", f"serve.port={port}",
                "--set", "serve.conductor_max_new_tokens=48"]
-    with open(log, "wb") as out:
-        server = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+    server = start_process(command, log, f"http://127.0.0.1:{port}/health", {"CONDUCTOR_API_KEYS": key})
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert server.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the endpoint did not come up: " + log.read_text()[-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=300)
         reply = client.chat.completions.create(
             model="conductor-ultra", extra_body={"conductor": {"trace": True}},
@@ -88,5 +76,4 @@ def test_the_endpoint_serves_the_smollm2_policy_with_a_trace_of_its_own_output(s
         else:
             assert trace["fallback"] is not None and first["parse_error"]
     finally:
-        server.terminate()
-        server.wait(60)
+        stop_process(server)
