@@ -78,7 +78,8 @@ class Scorer:
         infra = episode.infra_error is not None or verdict.infra_error is not None
         correct = verdict.correct and not infra
         return {"reward": reward(format_ok=episode.format_ok, correct=correct, cost_usd=episode.cost_usd,
-                                 infra_error=infra, settings=self.config.reward), "correct": correct, "infra": infra}
+                                 worker_tokens=episode.worker_tokens, infra_error=infra, settings=self.config.reward),
+                "correct": correct, "infra": infra}
 
     def score(self, items: list[tuple[Any, str, bool]]) -> list[dict[str, Any]]:
         started = time.perf_counter()

@@ -36,6 +36,7 @@ from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks import Task, load_tasks
 from conductor.verifiers.sandbox import host_isolation
+from learner.gguf_policy import convert_gguf, is_gguf_source
 
 
 def tasks_for(config: Config) -> list[Task]:
@@ -49,11 +50,7 @@ def policy_path(config: Config, out: RunOutput, name: str = "policy", train_ques
     (reused when already converted; learner/gguf_policy.py); or a tiny policy built from config as
     ``out/name`` (its tokenizer also trained on the pool listing and ``train_questions`` when
     ``policy.tiny_corpus`` is ``run``)."""
-    from learner.gguf_policy import is_gguf_source
-
     if is_gguf_source(config.policy.model_path):
-        from learner.gguf_policy import convert_gguf
-
         convert_gguf(config.policy.model_path, out.staged(name))
         return out.publish(name)
     if config.policy.model_path:

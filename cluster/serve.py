@@ -89,14 +89,19 @@ class LocalServer:
         self.stack.close()
 
 
-def run_standalone(config: Config) -> None:
+def exit_on_sigterm() -> None:
+    """SIGTERM as ``sys.exit(0)``: ``finally`` blocks and context managers unwind, atexit hooks run."""
     import signal
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+
+def run_standalone(config: Config) -> None:
     import uvicorn
 
     # uvicorn re-raises the SIGTERM it shut down on; as SystemExit it unwinds LocalServer, which stops the
     # engine's own process (AsyncLLM's EngineCore would otherwise outlive the server)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    exit_on_sigterm()
 
     with LocalServer(config) as local:
         names = ", ".join(n for m in local.config.serve.models for n in m.names)
@@ -210,9 +215,7 @@ def run_ray_serve(config: Config, block: bool = True) -> Optional[contextlib.Exi
     log.info("serving on http://%s:%d/v1 (Ray Serve)", config.serve.host, config.serve.port)
     if not block:
         return stack
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a clean exit: Ray's atexit stops a local cluster
+    exit_on_sigterm()  # a clean exit: Ray's atexit stops a local cluster
     try:
         while True:
             time.sleep(3600)

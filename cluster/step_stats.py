@@ -14,6 +14,14 @@ from conductor.rollout_summary import RolloutStats
 from learner.train_batch import BatchStats, LearnerStats
 
 
+def node_memory_gb() -> float:
+    """Memory in use on the driver's node, GB: on a node of its own, the run's footprint (driver, engines,
+    learners, actors and Ray's object store together), which no single process's RSS shows."""
+    import psutil
+
+    return psutil.virtual_memory().used / 1e9
+
+
 @dataclass(frozen=True)
 class StalenessStats:
     """Of the records trained this step: how many versions behind the learner they were."""
@@ -40,7 +48,7 @@ class StepStats:
     batch: BatchStats
     staleness: StalenessStats
     timings: dict[str, float]     # seconds: rollout (waiting for groups), train, sync, step
-    node_memory_gb: float = dataclasses.field(default_factory=lambda: node_memory_gb())
+    node_memory_gb: float = dataclasses.field(default_factory=node_memory_gb)  # when the step ended
 
     def row(self) -> dict[str, Any]:
         row: dict[str, Any] = {"step": self.step, "version": self.version, "node_memory_gb": self.node_memory_gb}
@@ -52,14 +60,6 @@ class StepStats:
         row.update(dataclasses.asdict(self.staleness))
         row.update({f"{phase}_s": seconds for phase, seconds in self.timings.items()})
         return row
-
-
-def node_memory_gb() -> float:
-    """Memory in use on the driver's node, GB: on a node of its own, the run's footprint (driver, engines,
-    learners, actors and Ray's object store together), which no single process's RSS shows."""
-    import psutil
-
-    return psutil.virtual_memory().used / 1e9
 
 
 def run_throughput(history: Sequence[dict[str, Any]], grpo_seconds: float) -> dict[str, Any]:

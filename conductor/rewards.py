@@ -21,7 +21,7 @@ from typing import Optional
 from conductor.config import RewardConfig
 
 
-def reward(*, format_ok: bool, correct: bool, cost_usd: float, infra_error: bool, worker_tokens: int = 0,
+def reward(*, format_ok: bool, correct: bool, cost_usd: float, worker_tokens: int, infra_error: bool,
            settings: Optional[RewardConfig] = None) -> Optional[float]:
     settings = settings or RewardConfig()
     if infra_error:

@@ -1,5 +1,9 @@
+import functools
+
 from conductor.config import RewardConfig
-from conductor.rewards import reward
+from conductor.rewards import reward as reward_of
+
+reward = functools.partial(reward_of, worker_tokens=0)  # the worker-token penalty has its own test below
 
 
 def test_default_reward_levels():
