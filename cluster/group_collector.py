@@ -17,7 +17,7 @@ from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutRequest
 from conductor.rollout_record import RolloutRecord, from_table
 from conductor.staleness import StalenessManager
-from conductor.tasks.splits import TaskSampler
+from conductor.tasks.splits import QuestionSampler
 from learner.train_batch import has_signal, scored_groups
 
 POLL_S = 1.0
@@ -31,7 +31,7 @@ class Collected:
 
 
 class GroupCollector:
-    def __init__(self, feed: RolloutFeed, store: ReplayStore, sampler: TaskSampler, staleness: StalenessManager,
+    def __init__(self, feed: RolloutFeed, store: ReplayStore, sampler: QuestionSampler, staleness: StalenessManager,
                  cursor: Cursor, *, segment: str, first_version: int, questions_per_batch: int, refill_rounds: int,
                  filter_zero_spread: bool, on_wait: Callable[[], None], count: Callable[[str, int], None],
                  stall_timeout_s: float = 1800.0):

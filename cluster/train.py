@@ -65,7 +65,7 @@ from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.staleness import StalenessManager
-from conductor.tasks.splits import TaskSampler, split_tasks
+from conductor.tasks.splits import split_tasks, training_sampler
 from conductor.timer import Timer
 
 
@@ -135,7 +135,7 @@ class GrpoRecipe:
         if adopt_basis(self.state, selection_basis(config)):
             self.console.print("[yellow]train.best_by or the reward changed since the best checkpoint was chosen: "
                                "the best is chosen afresh from this segment's validations[/]")
-        self.sampler = TaskSampler(self.splits.train, config.seed, **self.state.sampler)
+        self.sampler = training_sampler(self.splits.train, config.seed, config.train.domain_weights, self.state.sampler)
         # Engines start from the warm-start weights: hand them the learners' own, under a version no earlier
         # (killed) segment wrote rollouts for. Records older than this segment's first version are not read.
         self.state.version = max([self.state.version, *self.store.versions()])

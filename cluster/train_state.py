@@ -24,7 +24,7 @@ from conductor.run_output import RunOutput
 class TrainState:
     step: int = 0
     version: int = 0                                   # the engines' policy version
-    sampler: dict[str, int] = field(default_factory=lambda: {"epoch": 0, "position": 0})
+    sampler: dict[str, Any] = field(default_factory=dict)  # the training sampler's cursor (empty: fresh)
     store_cursor: str = "[]"                           # ReplayStore Cursor JSON
     history: list[dict[str, Any]] = field(default_factory=list)   # one row per step
     evals: list[dict[str, Any]] = field(default_factory=list)     # validation results

@@ -276,6 +276,9 @@ class TrainConfig(Section):
 
     steps: int = Field(default=150, ge=0)
     questions_per_step: int = Field(default=8, ge=1)
+    domain_weights: Optional[dict[str, Annotated[float, Field(ge=0)]]] = Field(
+        default=None, description="draw training questions by domain with these weights (every domain of the "
+        "training split named; 0 leaves one out) instead of uniformly over questions")
     val_questions: int = Field(default=60, ge=0, description="selects the best checkpoint")
     best_by: Literal["reward", "accuracy"] = Field(
         default="reward", description="the validation figure that picks the best checkpoint: the mean reward "

@@ -122,10 +122,11 @@ def test_the_7b_recipe_differs_from_the_smollm2_preset_only_where_size_demands()
                     for name in ("smollm2-paper7.yaml", "paper-7b.yaml"))
     differ = {key for key in small.keys() | large.keys() if small.get(key) != large.get(key)}
     size = {"run_name", "evaluate.title", "policy.model_path", "rollout.group_size", "rollout.max_new_tokens",
-            "rollout.actors", "rollout.max_concurrent_episodes", "train.steps"}
+            "rollout.actors", "rollout.max_concurrent_episodes", "train.steps", "train.eval_every"}
     unexplained = {key for key in differ - size if key.split(".")[0] not in ("engine", "learner", "sft")}
     assert not unexplained, unexplained
-    for same in ("prompt.num_fewshot", "simulator.preset", "reward.wrong", "train.val_questions",
+    for same in ("prompt.num_fewshot", "simulator.preset", "reward.wrong", "reward.cost_penalty_per_1k_worker_tokens",
+                 "train.domain_weights.code", "train.val_questions",
                  "train.heldout_questions", "train.questions_per_step", "seed", "executor.max_steps"):
         assert small[same] == large[same], same
     assert load_config(REPO / "configs/paper-7b.yaml").learner.zero_stage == 3

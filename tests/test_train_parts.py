@@ -9,7 +9,7 @@ from cluster.train_report import log_line
 from cluster.train_state import TrainState
 from conductor.config import LearnerConfig
 from conductor.config_loader import ConfigError, load_config
-from conductor.tasks.splits import TaskSampler, split_tasks
+from conductor.tasks.splits import TaskSampler, split_tasks, training_sampler
 from conductor.tasks.toy import toy_tasks
 from learner.learner_group import accumulation_steps
 
@@ -36,6 +36,44 @@ def test_sampler_resumes_to_the_same_questions_across_epochs():
     assert got == expected
     epoch = [t.id for batch in expected for t in batch][:15]
     assert sorted(epoch) == sorted(t.id for t in tasks)  # each epoch covers every task once
+
+
+def test_domain_weights_draw_by_weight_and_resume_to_the_same_questions():
+    tasks = toy_tasks(40, seed=0)
+    domains = sorted({t.domain for t in tasks})
+    small = domains[0]
+    tasks = [t for t in tasks if t.domain != small][:90] + [t for t in tasks if t.domain == small][:6]
+    weights = {domain: 1.0 for domain in domains}
+    straight = training_sampler(tasks, 7, weights, {})
+    expected = [t.id for _ in range(30) for t in straight.next(8)]
+    by_id = {t.id: t.domain for t in tasks}
+    counts = {d: sum(by_id[task_id] == d for task_id in expected) for d in domains}
+    assert all(abs(c / len(expected) - 1 / len(domains)) < 0.08 for c in counts.values()), counts  # 6 of 96 items
+    small_ids = [task_id for task_id in expected if by_id[task_id] == small]
+    assert set(small_ids) == {t.id for t in tasks if t.domain == small}  # its own epochs cover it
+    first = training_sampler(tasks, 7, weights, {})
+    got = [t.id for _ in range(11) for t in first.next(8)]
+    state = json.loads(json.dumps(first.state()))       # through the checkpoint's JSON
+    resumed = training_sampler(tasks, 7, weights, state)
+    got += [t.id for _ in range(19) for t in resumed.next(8)]
+    assert got == expected
+    only = training_sampler(tasks, 7, dict(weights, **{small: 0.0}), {})
+    assert all(by_id[t.id] != small for t in only.next(50))
+
+
+def test_domain_weights_refuse_unnamed_domains_and_a_changed_setting_on_resume():
+    tasks = toy_tasks(10, seed=0)
+    domains = sorted({t.domain for t in tasks})
+    with pytest.raises(ValueError, match="missing"):
+        training_sampler(tasks, 0, {domains[0]: 1.0}, {})
+    with pytest.raises(ValueError, match="unknown"):
+        training_sampler(tasks, 0, dict.fromkeys(domains + ["poetry"], 1.0), {})
+    with pytest.raises(ValueError, match="every weight is 0"):
+        training_sampler(tasks, 0, dict.fromkeys(domains, 0.0), {})
+    unweighted = training_sampler(tasks, 0, None, {})
+    unweighted.next(3)
+    with pytest.raises(ValueError, match="domain_weights changed"):
+        training_sampler(tasks, 0, dict.fromkeys(domains, 1.0), unweighted.state())
 
 
 def test_train_state_round_trips_and_reads_older_files():

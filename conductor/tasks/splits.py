@@ -3,13 +3,19 @@
 Validation picks the checkpoint to keep; held-out is scored once, at the end, so the reported number
 was not selected on. The sampler walks seeded per-epoch permutations of the training split; its state
 (epoch, position) is plain data in the trainer's checkpoint, so a resumed run sees the same questions.
+
+With domain weights (``train.domain_weights``, as OpenRLHF's ``prompt_data_probs``) draw ``k`` comes from
+domain ``d`` with probability ``w_d / sum(w)``, chosen by a generator seeded with ``(seed, k)``, and each
+domain walks its own permutations: a small domain (HumanEval's 164 items beside 1,100 others) is seen as
+often as its weight says, not as its size says, and the state stays plain data.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Optional, Union
 
 from conductor.tasks.task import Task
 
@@ -31,6 +37,8 @@ def split_tasks(tasks: Sequence[Task], val: int, heldout: int, seed: int) -> Tas
 
 
 class TaskSampler:
+    """One seeded permutation per epoch over ``tasks``; ``next`` continues where the last call stopped."""
+
     def __init__(self, tasks: Sequence[Task], seed: int, epoch: int = 0, position: int = 0):
         self.tasks, self.seed, self.epoch, self.position = list(tasks), seed, epoch, position
 
@@ -52,3 +60,52 @@ class TaskSampler:
 
     def state(self) -> dict[str, int]:
         return {"epoch": self.epoch, "position": self.position}
+
+
+class DomainWeightedSampler:
+    """Draws each question's domain by weight, then the next question of that domain's own sampler."""
+
+    def __init__(self, tasks: Sequence[Task], seed: int, weights: Mapping[str, float], draws: int = 0,
+                 domains: Optional[Mapping[str, dict[str, int]]] = None):
+        present = sorted({task.domain for task in tasks})
+        unknown = sorted(set(weights) - set(present))
+        missing = [domain for domain in present if domain not in weights]
+        if unknown or missing:
+            raise ValueError(f"train.domain_weights must give every training domain a weight (0 leaves one out): "
+                             f"the split has {present}; unknown {unknown}, missing {missing}")
+        self.domains = [domain for domain in present if weights[domain] > 0]
+        if not self.domains:
+            raise ValueError("train.domain_weights: every weight is 0; no question could be drawn")
+        self.weights = [float(weights[domain]) for domain in self.domains]
+        self.seed, self.draws = seed, draws
+        cursors = domains or {}
+        self.samplers = {domain: TaskSampler([task for task in tasks if task.domain == domain],
+                                             f"{seed}:{domain}", **cursors.get(domain, {}))
+                         for domain in self.domains}
+
+    def next(self, count: int) -> list[Task]:
+        batch = []
+        for _ in range(count):
+            domain = random.Random(f"domain:{self.seed}:{self.draws}").choices(self.domains, self.weights)[0]
+            batch += self.samplers[domain].next(1)
+            self.draws += 1
+        return batch
+
+    def state(self) -> dict[str, Any]:
+        return {"draws": self.draws, "domains": {domain: sampler.state() for domain, sampler in self.samplers.items()}}
+
+
+QuestionSampler = Union[TaskSampler, DomainWeightedSampler]
+
+
+def training_sampler(tasks: Sequence[Task], seed: int, weights: Optional[Mapping[str, float]],
+                     state: Mapping[str, Any]) -> QuestionSampler:
+    """The sampler ``train.domain_weights`` asks for, continued from a checkpoint's ``state`` (empty: fresh).
+    A state written under the other kind of sampler raises: the run's question stream would change."""
+    weighted = weights is not None
+    if state and ("draws" in state) != weighted:
+        raise ValueError("train.domain_weights changed since this run's checkpoint; resume with the setting it "
+                         "was trained with, or start a new run")
+    if weighted:
+        return DomainWeightedSampler(tasks, seed, weights, **state)
+    return TaskSampler(tasks, seed, **state)
