@@ -87,7 +87,8 @@ class LocalServer:
                 generator = AsyncVllmGenerator(path, self.config.engine, self.config.seed)
                 self.stack.callback(generator.shutdown)
             else:
-                generator = BatchedGenerator(VllmSampler(path, self.config.engine, self.config.seed))
+                generator = BatchedGenerator(VllmSampler(path, self.config.engine, self.config.seed,
+                                                         for_training=False))
             self.pool = LocalPool(self.config.pool, seed=self.config.seed)
             orchestrator = Orchestrator(self.config, generator, AutoTokenizer.from_pretrained(path), self.pool)
             self.app = create_app(orchestrator, self.config.serve)
@@ -132,7 +133,7 @@ class ConductorEngine:
         from conductor.vllm_sampler import BatchedGenerator, VllmSampler
 
         config = Config.model_validate_json(config_json)
-        self.generator = BatchedGenerator(VllmSampler(policy_path, config.engine, config.seed))
+        self.generator = BatchedGenerator(VllmSampler(policy_path, config.engine, config.seed, for_training=False))
         freeze_startup_heap()
 
     async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:

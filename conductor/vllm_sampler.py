@@ -37,11 +37,17 @@ def engine_options(model_path: str, config: EngineConfig, seed: int) -> dict[str
     return options
 
 
-def sampling_params(n: int, sampling: SamplingSettings) -> Any:
+def sampling_params(n: int, sampling: SamplingSettings, for_training: bool = True) -> Any:
+    """Training reads each sampled token's logprob and the engine's text. Serving reads neither: without
+    them the engine's output handler neither gathers logprobs nor detokenizes token by token, work that
+    ran on the server's event loop for every token of every request (the text is decoded once, at the end)."""
     from vllm import SamplingParams
 
+    if for_training:
+        return SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
+                              max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
     return SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                          max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
+                          max_tokens=sampling.max_new_tokens, seed=sampling.seed, detokenize=False)
 
 
 def too_long(prompt: list[int], n: int, version: int) -> list[Sample]:
@@ -52,8 +58,9 @@ def too_long(prompt: list[int], n: int, version: int) -> list[Sample]:
 
 class VllmSampler:
     def __init__(self, model_path: str, config: EngineConfig, seed: int = 0,
-                 worker_extension_cls: Optional[str] = None):
-        self.on_gpu = config.num_gpus > 0
+                 worker_extension_cls: Optional[str] = None, for_training: bool = True):
+        """``for_training=False`` (a serving engine): samples without logprobs, text decoded once."""
+        self.on_gpu, self.for_training = config.num_gpus > 0, for_training
         if not self.on_gpu:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process
         options = engine_options(model_path, config, seed)
@@ -74,8 +81,11 @@ class VllmSampler:
 
         fits = [len(p) < self.max_model_len for p in prompts]
         accepted = [TokensPrompt(prompt_token_ids=p) for p, ok in zip(prompts, fits) if ok]
-        outputs = iter(self.llm.generate(accepted, sampling_params(n, sampling), use_tqdm=False) if accepted else [])
-        return [_samples(next(outputs), version) if ok else too_long(p, n, version) for p, ok in zip(prompts, fits)]
+        params = sampling_params(n, sampling, self.for_training)
+        outputs = iter(self.llm.generate(accepted, params, use_tqdm=False) if accepted else [])
+        decode = None if self.for_training else self.llm.get_tokenizer()
+        return [_samples(next(outputs), version, decode) if ok else too_long(p, n, version)
+                for p, ok in zip(prompts, fits)]
 
     def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The engine's logprobs of ``completion_ids`` after ``prompt_ids`` (teacher-forced)."""
@@ -88,10 +98,13 @@ class VllmSampler:
         return [out.prompt_logprobs[i][ids[i]].logprob for i in range(len(prompt_ids), len(ids))]
 
 
-def _samples(out: Any, version: int) -> list[Sample]:
+def _samples(out: Any, version: int, tokenizer: Any = None) -> list[Sample]:
+    """A request's samples; with ``tokenizer`` (serving: no logprobs were asked for, nothing was
+    detokenized) the text is decoded here, once."""
     return [Sample(prompt_token_ids=list(out.prompt_token_ids), token_ids=list(c.token_ids),
-                   logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
-                   text=c.text, finish_reason=c.finish_reason or "", policy_version=version)
+                   logprobs=[] if c.logprobs is None else [step[t].logprob for step, t in zip(c.logprobs, c.token_ids)],
+                   text=c.text if tokenizer is None else tokenizer.decode(c.token_ids, skip_special_tokens=True),
+                   finish_reason=c.finish_reason or "", policy_version=version)
             for c in out.outputs]
 
 
@@ -138,7 +151,8 @@ class BatchedGenerator:
 class AsyncVllmGenerator:
     """The ``Generator`` over vLLM's ``AsyncLLM``, for serving: its EngineCore (scheduler and model) runs in a
     process of its own, so the model's Python never holds this process's GIL, and each request is its own
-    engine request (vLLM batches them continuously). Same samples as ``VllmSampler``."""
+    engine request (vLLM batches them continuously). Same token ids and text as ``VllmSampler``, without
+    per-token logprobs (``sampling_params(for_training=False)``): the text is decoded once per sample."""
 
     def __init__(self, model_path: str, config: EngineConfig, seed: int = 0, version: int = 0):
         options = engine_options(model_path, config, seed)  # before vLLM's import: it sets vLLM's environment
@@ -146,6 +160,7 @@ class AsyncVllmGenerator:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**options))
+        self.tokenizer = self.engine.get_tokenizer()
         self.max_model_len, self.version = config.max_model_len, version
 
     async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
@@ -159,10 +174,10 @@ class AsyncVllmGenerator:
         if len(prompt) >= self.max_model_len:
             return too_long(prompt, n, self.version)
         final = None
-        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), sampling_params(n, sampling),
-                                              uuid.uuid4().hex):
+        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt),
+                                              sampling_params(n, sampling, for_training=False), uuid.uuid4().hex):
             final = out
-        return _samples(final, self.version)
+        return _samples(final, self.version, self.tokenizer)
 
     def shutdown(self) -> None:
         self.engine.shutdown()
