@@ -180,4 +180,8 @@ class AsyncVllmGenerator:
         return _samples(final, self.version, self.tokenizer)
 
     def shutdown(self) -> None:
-        self.engine.shutdown()
+        """Stops the engine process and lets go of the engine, so its ``__del__`` does not shut it down a
+        second time during interpreter teardown (where it fails noisily)."""
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.shutdown()
