@@ -59,6 +59,11 @@ def cluster_spec(doc: dict) -> dict:
             "RayService": lambda: doc["spec"]["rayClusterConfig"]}[doc["kind"]]()
 
 
+def worker_group(doc: dict, name: str) -> dict:
+    """The worker group ``name`` of a RayJob's or RayCluster's cluster spec."""
+    return next(g for g in cluster_spec(doc)["workerGroupSpecs"] if g["groupName"] == name)
+
+
 def pod_templates(doc: dict) -> list[tuple[str, dict]]:
     """(manifest path of the template, template) for the head and every worker group."""
     base = {"RayJob": "spec.rayClusterSpec", "RayCluster": "spec", "RayService": "spec.rayClusterConfig"}[doc["kind"]]
