@@ -12,7 +12,6 @@ worker's on the same questions.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -21,13 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.pool_rate import write_section  # noqa: E402
-
-
-def read_run(run: Path) -> tuple[dict, list[dict]]:
-    summary = json.loads((run / "summary.json").read_text())
-    tag = json.loads((run / "checkpoints" / "latest.json").read_text())["tag"]
-    history = json.loads((run / "checkpoints" / tag / "trainer_state.json").read_text())["history"]
-    return summary, history
+from bench.train_run import read_run  # noqa: E402
 
 
 def figure(summary: dict, key: str, form: str) -> str:

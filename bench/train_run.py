@@ -30,7 +30,13 @@ def train_run(name: str, overrides: list[str], workdir: Path, config: str = "con
     if done.returncode != 0:
         raise SystemExit(f"run {name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     run = workdir / "runs" / name
+    summary, history = read_run(run)
+    return {"run": run, "summary": summary, "history": history, "wall_s": time.time() - started}
+
+
+def read_run(run: Path) -> tuple[dict, list[dict]]:
+    """A finished run's summary.json and the per-step history of its final checkpoint."""
     summary = json.loads((run / "summary.json").read_text())
     tag = json.loads((run / "checkpoints" / "latest.json").read_text())["tag"]
     history = json.loads((run / "checkpoints" / tag / "trainer_state.json").read_text())["history"]
-    return {"run": run, "summary": summary, "history": history, "wall_s": time.time() - started}
+    return summary, history

@@ -94,7 +94,8 @@ def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optio
     if not Path(path, "config.json").is_file():
         raise ValueError(f"evaluate.policy {config.evaluate.policy!r} is not a model directory (no config.json)")
     console.print(f"conductor: {config.evaluate.policy}")
-    return VllmSampler(path, config.engine, config.seed), AutoTokenizer.from_pretrained(path)
+    # scoring reads the text and token counts, never the logprobs: no per-token logprobs or detokenizing
+    return VllmSampler(path, config.engine, config.seed, for_training=False), AutoTokenizer.from_pretrained(path)
 
 
 async def run_methods(config: Config, tasks: list[Task], console: Console,

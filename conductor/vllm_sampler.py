@@ -43,11 +43,9 @@ def sampling_params(n: int, sampling: SamplingSettings, for_training: bool = Tru
     ran on the server's event loop for every token of every request (the text is decoded once, at the end)."""
     from vllm import SamplingParams
 
-    if for_training:
-        return SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                              max_tokens=sampling.max_new_tokens, logprobs=0, seed=sampling.seed)
+    needs = {"logprobs": 0} if for_training else {"detokenize": False}
     return SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                          max_tokens=sampling.max_new_tokens, seed=sampling.seed, detokenize=False)
+                          max_tokens=sampling.max_new_tokens, seed=sampling.seed, **needs)
 
 
 def too_long(prompt: list[int], n: int, version: int) -> list[Sample]:

@@ -48,6 +48,7 @@ def test_serving_samples_carry_the_engines_tokens_and_text_without_per_token_wor
 
 def test_a_serving_sampler_decodes_once_what_the_training_sampler_detokenizes(toy_warm_start):
     from transformers import AutoTokenizer
+    from vllm.inputs import TokensPrompt
 
     from conductor.config import EngineConfig
     from conductor.vllm_sampler import VllmSampler
@@ -57,8 +58,9 @@ def test_a_serving_sampler_decodes_once_what_the_training_sampler_detokenizes(to
     greedy = SamplingSettings(temperature=0.0, max_new_tokens=48)
     serving = VllmSampler(str(toy_warm_start), EngineConfig(max_model_len=1024), seed=0, for_training=False)
     served = serving.generate(prompts, 1, greedy)
-    serving.for_training = True                       # the same engine with training's sampling parameters
-    trained = serving.generate(prompts, 1, greedy)
-    for [sample], [expected] in zip(served, trained):
-        assert sample.token_ids == expected.token_ids and sample.text == expected.text and sample.token_ids
-        assert sample.logprobs == [] and len(expected.logprobs) == len(expected.token_ids)
+    trained = serving.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sampling_params(1, greedy),
+                                   use_tqdm=False)                  # the same engine, training's parameters
+    for [sample], expected in zip(served, trained):
+        [completion] = expected.outputs
+        assert sample.token_ids == list(completion.token_ids) and sample.text == completion.text and sample.token_ids
+        assert sample.logprobs == [] and len(completion.logprobs) == len(completion.token_ids)

@@ -7,7 +7,8 @@ import sys
 PROBE = """
 import gc, weakref
 from cluster.serve import freeze_startup_heap
-startup = [object.__new__(type("Kept", (), {})) for _ in range(50_000)]
+class Kept: pass
+startup = [Kept() for _ in range(50_000)]
 freeze_startup_heap()
 frozen = gc.get_freeze_count()
 class Cycle: pass

@@ -39,7 +39,7 @@ def split_tasks(tasks: Sequence[Task], val: int, heldout: int, seed: int) -> Tas
 class TaskSampler:
     """One seeded permutation per epoch over ``tasks``; ``next`` continues where the last call stopped."""
 
-    def __init__(self, tasks: Sequence[Task], seed: int, epoch: int = 0, position: int = 0):
+    def __init__(self, tasks: Sequence[Task], seed: int | str, epoch: int = 0, position: int = 0):
         self.tasks, self.seed, self.epoch, self.position = list(tasks), seed, epoch, position
 
     def _order(self) -> list[int]:
