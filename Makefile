@@ -66,9 +66,10 @@ results-paper7: $(STAMP)
 		docs/results/paper7/report.md > docs/results/paper7.md
 	rm docs/results/paper7/report.json docs/results/paper7/report.md docs/results/paper7/outcomes.parquet
 
-# docs/results/smollm2-paper7.{md,json} (+ PNGs): train the SmolLM2-135M-Instruct Conductor (~2 h here), then score
-# it against every baseline on paper-7's held-out split. The baselines are evaluated once (no Conductor rows) into
-# runs/eval-paper7-baselines and reused.
+# docs/results/smollm2-paper7.{md,json} (+ PNGs and the training curve): train the SmolLM2-135M-Instruct Conductor
+# (~1.5 h here), then score it against every baseline on paper-7's held-out split. The baselines are evaluated once
+# (no Conductor rows) into runs/eval-paper7-baselines and reused. docs/results/smollm2-paper7-untrained.md: the
+# model before SFT and GRPO on 30 held-out questions a domain (its format rate and why it fails, ~4 min).
 BASELINES := single,oracle,random,self_reflection,consensus,moa,smoothie_dependent,smoothie_independent,router_dc,masrouter,rllib_router
 results-smollm2: $(STAMP)
 	@mkdir -p $(TMPDIR)
@@ -83,6 +84,15 @@ results-smollm2: $(STAMP)
 		-e 's#^Made by:$$#Made by `make results-smollm2` (train, the baselines once, evaluate); its last command:#' \
 		docs/results/smollm2-paper7/report.md > docs/results/smollm2-paper7.md
 	rm docs/results/smollm2-paper7/report.json docs/results/smollm2-paper7/report.md docs/results/smollm2-paper7/outcomes.parquet
+	cp runs/smollm2-paper7/curve.png docs/results/smollm2-paper7/curve.png
+	printf '\n## Training curve\n\n![training curve](smollm2-paper7/curve.png)\n\nBefore training: [smollm2-paper7-untrained.md](smollm2-paper7-untrained.md).\n' \
+		>> docs/results/smollm2-paper7.md
+	$(PY) -m cluster.evaluate --config configs/smollm2-paper7.yaml --set evaluate.policy=runs/smollm2-paper7/initial \
+		--set "evaluate.methods=[conductor]" --set evaluate.conductor_name=conductor_untrained \
+		--set evaluate.questions_per_domain=30 --set "evaluate.title=the SmolLM2-135M-Instruct Conductor before training" \
+		--set run_name=smollm2-paper7-untrained --set output.dir=runs
+	sed -e '/\.png)/d' -e 's#^Made by:$$#Made by `make results-smollm2` (its last step):#' \
+		runs/smollm2-paper7-untrained/report.md > docs/results/smollm2-paper7-untrained.md
 
 # The toy Conductor of `make train` behind the OpenAI-compatible endpoint (needs CONDUCTOR_API_KEYS).
 serve: $(STAMP)

@@ -15,6 +15,7 @@ from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext, build_methods
 from conductor.evaluation.report import summarise
 from conductor.evaluation.report_files import write_report
+from conductor.evaluation.workflow_stats import markdown_lines, workflow_stats
 from conductor.example_workflows import shape_workflow
 from conductor.executor import WorkflowExecutor
 from conductor.rollout import PROMPT_TOO_LONG, Sample, SamplingSettings
@@ -86,7 +87,14 @@ def test_an_unparsable_root_is_a_wrong_answer_that_keeps_the_reason(orchestra):
     rows = run(context, ["conductor"], list(preset.tasks[:5]))
     assert all(r.correct is False and r.worker_calls == 0 and r.parse_error == "missing_list" for r in rows)
     truncated = context_for(orchestra, ScriptedGenerator([shape_workflow("solve", [0]).render()], "length"))
-    assert {r.parse_error for r in run(truncated, ["conductor"], list(preset.tasks[:3]))} == {"truncated"}
+    cut = run(truncated, ["conductor"], list(preset.tasks[:3]))
+    assert {r.parse_error for r in cut} == {"truncated"}
+    stats = workflow_stats(rows + cut, lambda method: True)["conductor"]
+    assert sum(d["questions"] for d in stats.values()) == 8
+    for domain in stats.values():
+        assert domain["parse_errors"] == 1 and sum(domain["parse_error_reasons"].values()) == pytest.approx(1)
+    markdown = "\n".join(markdown_lines({"conductor": stats}))
+    assert "missing_list" in markdown and "truncated" in markdown
 
 
 def test_a_prompt_too_long_is_an_infrastructure_error(orchestra):

@@ -7,7 +7,9 @@ Fixed methods always run the same shape, so this matters for the methods that wr
 - ``workers``: each worker's share of all steps, and the mean distinct workers per question;
 - ``shapes``: the access-list shapes written (each step's list, in order: ``[] → all``), share of questions;
 - ``top_workflows``: the most common workflows as ``worker(access) → ...``, share of questions;
-- ``recursion``: share of questions that ran more than one round; ``parse_errors``: share not parsed.
+- ``recursion``: share of questions that ran more than one round; ``parse_errors``: share not parsed, and
+  ``parse_error_reasons``: each reason's share (``missing_list``, ``truncated``, ...), so a format failure
+  reads as its cause: an untrained model that answers instead of planning is not one that runs out of tokens.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def _stats(rows: list[Outcome]) -> dict[str, Any]:
         "top_workflows": {w: c / n for w, c in workflows.most_common(TOP)},
         "recursion": sum(o.rounds > 1 for o in rows) / n,
         "parse_errors": sum(o.parse_error is not None for o in rows) / n,
+        "parse_error_reasons": {r: c / n for r, c in
+                                Counter(o.parse_error for o in rows if o.parse_error is not None).most_common()},
     }
 
 
@@ -61,7 +65,9 @@ def markdown_lines(stats: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
             histogram = ", ".join(f"{k}: {v}" for k, v in s["steps_histogram"].items())
             shapes = "; ".join(f"`{k}` {v:.0%}" for k, v in s["shapes"].items())
             flows = "; ".join(f"`{k}` {v:.0%}" for k, v in list(s["top_workflows"].items())[:3])
+            reasons = ", ".join(f"{k} {v:.0%}" for k, v in s["parse_error_reasons"].items())
+            parse_errors = f"{s['parse_errors']:.0%}" + (f" ({reasons})" if reasons else "")
             lines.append(f"| {domain} | {s['steps']:.2f} | {histogram} | {s['distinct_workers']:.2f} | "
-                         f"{s['recursion']:.0%} | {s['parse_errors']:.0%} | {shapes} | {flows} |")
+                         f"{s['recursion']:.0%} | {parse_errors} | {shapes} | {flows} |")
         lines.append("")
     return lines
