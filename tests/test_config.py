@@ -123,9 +123,14 @@ def test_the_7b_recipe_differs_from_the_smollm2_preset_only_where_size_demands()
     differ = {key for key in small.keys() | large.keys() if small.get(key) != large.get(key)}
     size = {"run_name", "evaluate.title", "policy.model_path", "rollout.group_size", "rollout.max_new_tokens",
             "rollout.actors", "rollout.max_concurrent_episodes", "train.steps", "train.eval_every"}
-    unexplained = {key for key in differ - size if key.split(".")[0] not in ("engine", "learner", "sft")}
+    size |= {f"learner.{key}" for key in (
+        "zero_stage", "ranks", "num_cpus_per_rank", "num_gpus_per_rank", "dtype", "torch_threads", "lr",
+        "lr_schedule", "warmup_steps", "micro_batch_size", "gradient_checkpointing", "weight_sync", "sync_bucket_mb",
+        "checkpoint_every")}
+    unexplained = {key for key in differ - size if key.split(".")[0] not in ("engine", "sft")}
     assert not unexplained, unexplained
     for same in ("prompt.num_fewshot", "simulator.preset", "reward.wrong", "reward.cost_penalty_per_1k_worker_tokens",
+                 "learner.advantage_scale",
                  "train.domain_weights.code", "train.val_questions",
                  "train.heldout_questions", "train.questions_per_step", "seed", "executor.max_steps"):
         assert small[same] == large[same], same
