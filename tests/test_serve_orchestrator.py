@@ -83,6 +83,14 @@ def test_a_workflow_runs_over_the_model_s_workers_and_its_last_step_answers():
     assert done.trace["fallback"] is None and done.trace["timing"]["overhead_s"] >= 0
 
 
+def test_the_trace_names_the_worker_each_written_step_asked_for():
+    reversed_order = 'model_id = [1, 0]\nsubtasks = ["Solve it.", "Check it."]\naccess_list = [[], "all"]'
+    done = answer(orchestrator(ScriptedConductor(reversed_order), pool()), "mini", Controls(trace=True))
+    record = done.trace["rounds"][0]
+    assert [s["worker"] for s in record["workflow"]] == ["mid", "cheap"]  # mini shows [cheap, mid]
+    assert [s["worker"] for s in record["workflow"]] == [s["worker"] for s in record["steps"]]
+
+
 def test_more_steps_than_allowed_are_cut_and_the_trace_says_so():
     three = ('model_id = [0, 1, 0]\nsubtasks = ["Solve it.", "Check it.", "Check again."]\n'
              'access_list = [[], [0], [1]]')

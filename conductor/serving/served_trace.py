@@ -54,9 +54,10 @@ class Usage:
 
 
 def workflow_json(workflow: Workflow, worker_ids: list[str]) -> list[dict[str, Any]]:
-    return [{"worker": worker_ids[i], "subtask": step.subtask,
+    """The workflow as written, each step's shown index turned back into the worker it names."""
+    return [{"worker": worker_ids[step.worker], "subtask": step.subtask,
              "access": step.access if isinstance(step.access, str) else list(step.access)}
-            for i, step in enumerate(workflow.steps)]
+            for step in workflow.steps]
 
 
 def step_json(step: StepTrace) -> dict[str, Any]:
