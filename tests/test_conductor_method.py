@@ -13,8 +13,9 @@ from conductor.episode import EpisodeRunner
 from conductor.evaluation.conductor_method import ConductorPolicy
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext, build_methods
-from conductor.evaluation.report import summarise
-from conductor.evaluation.report_files import write_report
+from conductor.evaluation.paper_reference import DOMAINS
+from conductor.evaluation.report import AVERAGE, Cell, summarise
+from conductor.evaluation.report_files import paper_comparison, write_report
 from conductor.evaluation.workflow_stats import markdown_lines, workflow_stats
 from conductor.example_workflows import shape_workflow
 from conductor.executor import WorkflowExecutor
@@ -186,3 +187,13 @@ def test_an_engine_failure_reaches_every_caller_of_the_batch():
                                     return_exceptions=True)
 
     assert [str(e) for e in asyncio.run(main())] == ["engine died"] * 3
+
+
+def test_the_paper_comparison_is_left_out_when_nothing_in_the_report_compares():
+    cell = Cell(accuracy=0.8, se=0.02, n=50, worker_calls=1, worker_tokens=900, conductor_tokens=30, usd=0.01,
+                latency_s=1.0, steps=1, infra_errors=0)
+    row = {domain: cell for domain in (*DOMAINS, AVERAGE)}
+    assert paper_comparison({"conductor": row}) == []
+    section = paper_comparison({"conductor": row, "single:gpt-5": row, "moa": row})
+    assert section[0].startswith("## Against the paper") and section[-1] == ""
+    assert any(line.startswith("| best single worker |") for line in section)
