@@ -291,11 +291,12 @@ class GrpoRecipe:
             result = self.evaluate(list(self.splits.val))
         state.evals.append(validation_row(state.step, result))
         self.metrics.update({"val_accuracy": result.accuracy})
-        score = validation_score(result, self.config.train.best_by)
+        score = validation_score(result, self.config.train)
         better = score > state.best_val
         kept = "best so far: kept" if better else f"best {state.best_val:.3f} at step {state.best_step}"
-        self.console.print(f"  validation: accuracy {result.accuracy:.3f}, reward {result.mean_reward:.3f}, format "
-                           f"{result.format_rate:.2f}, worker tokens {result.worker_tokens_per_rollout:,.0f}  ({kept})")
+        self.console.print(f"  validation: accuracy {result.accuracy:.3f} ({result.domain_accuracy:.3f} over "
+                           f"domains), reward {result.mean_reward:.3f}, format {result.format_rate:.2f}, worker "
+                           f"tokens {result.worker_tokens_per_rollout:,.0f}  ({kept})")
         if better:
             previous = state.best_val, state.best_step
             state.best_val, state.best_step = score, state.step

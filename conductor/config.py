@@ -283,6 +283,10 @@ class TrainConfig(Section):
     best_by: Literal["reward", "accuracy"] = Field(
         default="reward", description="the validation figure that picks the best checkpoint: the mean reward "
         "(the trained objective, cost penalties included) or the accuracy alone")
+    val_average: Literal["questions", "domains"] = Field(
+        default="questions", description="how best_by's figure averages the validation questions: over "
+        "questions, or each domain's mean averaged over domains (the evaluation report's average: a domain "
+        "that is a small share of the split counts as much as the others)")
     heldout_questions: int = Field(default=150, ge=1, description="reported once, at the end")
     eval_every: int = Field(default=10, ge=1)
     refill_rounds: int = Field(default=0, ge=0, description="extra rollout rounds per step replacing groups "

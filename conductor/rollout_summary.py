@@ -5,7 +5,8 @@ scored."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from conductor.rollout_record import RolloutRecord
@@ -22,9 +23,20 @@ class RolloutStats:
     conductor_tokens_per_rollout: float
     worker_tokens_per_rollout: float
     cost_usd_per_rollout: float
+    domain_accuracy: float = 0.0         # the mean over domains of each domain's accuracy
+    domain_reward: float = 0.0           # the same for the reward: an evaluation report's "average"
 
     def as_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
+
+
+def domain_mean(scored: Sequence[RolloutRecord], figure: Callable[[RolloutRecord], float]) -> float:
+    """Each domain's mean of ``figure``, averaged over domains: a domain that is a small share of the
+    questions counts as much as the others, as in the evaluation report's average."""
+    by_domain: dict[str, list[float]] = defaultdict(list)
+    for r in scored:
+        by_domain[r.domain or ""].append(figure(r))
+    return sum(sum(v) / len(v) for v in by_domain.values()) / max(1, len(by_domain))
 
 
 def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
@@ -40,4 +52,6 @@ def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
         conductor_tokens_per_rollout=sum(len(r.completion_token_ids) for r in records) / max(1, len(records)),
         worker_tokens_per_rollout=sum(s["tokens_in"] + s["tokens_out"] for r in records for s in r.steps)
         / max(1, len(records)),
-        cost_usd_per_rollout=sum(r.cost_usd for r in records) / max(1, len(records)))
+        cost_usd_per_rollout=sum(r.cost_usd for r in records) / max(1, len(records)),
+        domain_accuracy=domain_mean(scored, lambda r: float(r.correct)),
+        domain_reward=domain_mean(scored, lambda r: r.reward or 0.0))

@@ -250,3 +250,27 @@ def test_the_format_guard_counts_consecutive_low_steps():
     state = TrainState()
     assert [state.format_collapsed(rate, 0.3, 2) for rate in (0.1, 0.5, 0.1, 0.2, 0.9)] == [
         False, False, False, True, False]
+
+
+def test_validation_can_score_the_mean_over_domains_as_the_report_does():
+    from cluster.best_checkpoint import selection_basis, validation_score
+    from conductor.rollout_record import RolloutRecord
+    from conductor.rollout_summary import summarise
+
+    def rec(i, domain, correct, infra=None):
+        reward = None if infra else (1.0 if correct else 0.0)
+        return RolloutRecord(f"r{i}", f"g{i}", f"q{i}", 1, [1], [2], [0.0], "", True, correct, reward,
+                             domain=domain, infra_error=infra)
+
+    # nine math questions right, the one code question wrong: pooled 0.9, over domains 0.5
+    records = [rec(i, "math500", True) for i in range(9)] + [rec(9, "code", False), rec(10, "code", True, "down")]
+    stats = summarise(records)
+    assert stats.accuracy == pytest.approx(0.9) and stats.domain_accuracy == pytest.approx(0.5)
+    assert stats.domain_reward == pytest.approx(0.5)  # the infrastructure error is not scored
+    pooled, by_domain = load_config(None, ["train.best_by=accuracy"]), load_config(
+        None, ["train.best_by=accuracy", "train.val_average=domains"])
+    assert validation_score(stats, pooled.train) == pytest.approx(0.9)
+    assert validation_score(stats, by_domain.train) == pytest.approx(0.5)
+    assert validation_score(stats, load_config(None, ["train.val_average=domains"]).train) == pytest.approx(0.5)
+    assert selection_basis(pooled) != selection_basis(by_domain)  # a resumed run re-picks its best
+    assert summarise([rec(0, "math500", True)]).domain_accuracy == 1.0
