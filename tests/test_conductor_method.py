@@ -10,7 +10,7 @@ import pytest
 
 from conductor.config import Config, SimulatorConfig
 from conductor.episode import EpisodeRunner
-from conductor.evaluation.conductor_method import ConductorPolicy
+from conductor.evaluation.conductor_method import ConductorPolicy, is_conductor
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext, build_methods
 from conductor.evaluation.paper_reference import DOMAINS
@@ -117,7 +117,10 @@ def test_recursion_accepts_or_replaces_the_answer(orchestra):
                    ["conductor_recursive"], tasks[:1])
     assert replaced[0].rounds == 2 and replaced[0].workers == ("gemma-3-27b", "gemini-2.5-pro", "gpt-5")
     garbled = run(context_for(orchestra, ScriptedGenerator([solve, "no lists"])), ["conductor_recursive"], tasks[:1])
-    assert garbled[0].parse_error == "missing_list" and garbled[0].worker_calls == 1  # the root's answer stands
+    assert garbled[0].parse_error == "recursive_turn:missing_list" and garbled[0].worker_calls == 1  # root stands
+    [stats] = workflow_stats(garbled, is_conductor)["conductor_recursive"].values()
+    assert stats["parse_errors"] == 0 and stats["recursive_turns_unparsed"] == 1 and stats["recursion"] == 0
+    assert "| 0% (turn not a workflow: 100%) | 0% |" in "\n".join(markdown_lines({"conductor_recursive": {"d": stats}}))
     root_only = run(context_for(orchestra, ScriptedGenerator([solve])), ["conductor"], tasks[:1])
     assert root_only[0].rounds == 1 and root_only[0].conductor_tokens == 7
 

@@ -9,7 +9,8 @@ on exactly the task it learned.
 
 A root completion that is not a valid workflow is a wrong answer (``parse_error`` says why), never a
 fallback to some worker: the score is the Conductor's own. An invalid *recursive* turn leaves the previous
-round's answer standing, as a deployment would deliver it (``parse_error`` still records it; training
+round's answer standing, as a deployment would deliver it (``parse_error`` records it behind
+``recursive_turn:``, so a report tells a Conductor that cannot plan from one that cannot recurse; training
 scores it as a format error). The Conductor's tokens are those it generated, over all its rounds.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from conductor.episode import EpisodeRunner
-from conductor.evaluation.outcome import Attempt
+from conductor.evaluation.outcome import RECURSIVE_TURN, Attempt
 from conductor.prompt_builder import PromptBuilder
 from conductor.prompts import Messages
 from conductor.rollout import PROMPT_TOO_LONG, Generator, SamplingSettings
@@ -76,8 +77,10 @@ class ConductorMethod:
         episode = await self.policy.episodes.run(
             task.prompt, self.roster, sample.text, recursive_rounds=self.rounds,
             conductor=recursive_turn if self.rounds else None, root_truncated=sample.finish_reason == "length")
-        parse_error = next((r.parse_error.value for r in episode.rounds if r.parse_error), None)
-        root_failed = episode.rounds[0].parse_error is not None
+        root_error = episode.rounds[0].parse_error
+        turn_error = next((r.parse_error.value for r in episode.rounds[1:] if r.parse_error), None)
+        parse_error = root_error.value if root_error else (RECURSIVE_TURN + turn_error if turn_error else None)
+        root_failed = root_error is not None
         executed = sum(1 for r in episode.rounds if r.steps)
         return Attempt(answer=None if root_failed else episode.answer, steps=episode.steps,
                        infra_error=episode.infra_error, conductor_tokens=sum(generated),

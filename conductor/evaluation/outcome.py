@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 from conductor.trace import StepTrace
 
+RECURSIVE_TURN = "recursive_turn:"  # prefixes a parse error of a recursive turn, whose root answer stands
+
 
 @dataclass
 class Attempt:
@@ -20,7 +22,7 @@ class Attempt:
     infra_error: Optional[str] = None
     conductor_tokens: int = 0
     rounds: int = 1  # workflows executed (a recursive conductor may run more than one)
-    parse_error: Optional[str] = None  # a conductor's output that was not a workflow
+    parse_error: Optional[str] = None  # a conductor's output that was not a workflow (RECURSIVE_TURN: a later turn's)
     fallback: bool = False  # the answer came from a fallback, not from the method's own plan
     latency_s: Optional[float] = None  # set by methods whose calls ran in prepare(): the question's own time
 

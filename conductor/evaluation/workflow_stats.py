@@ -7,9 +7,11 @@ Fixed methods always run the same shape, so this matters for the methods that wr
 - ``workers``: each worker's share of all steps, and the mean distinct workers per question;
 - ``shapes``: the access-list shapes written (each step's list, in order: ``[] → all``), share of questions;
 - ``top_workflows``: the most common workflows as ``worker(access) → ...``, share of questions;
-- ``recursion``: share of questions that ran more than one round; ``parse_errors``: share not parsed, and
-  ``parse_error_reasons``: each reason's share (``missing_list``, ``truncated``, ...), so a format failure
-  reads as its cause: an untrained model that answers instead of planning is not one that runs out of tokens.
+- ``recursion``: share of questions that ran more than one round, and ``recursive_turns_unparsed``: share
+  whose recursive turn was not a workflow (the root's answer stood);
+- ``parse_errors``: share whose root output was not a workflow (a wrong answer), and ``parse_error_reasons``:
+  each reason's share (``missing_list``, ``truncated``, ...), so a format failure reads as its cause: an
+  untrained model that answers instead of planning is not one that runs out of tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.outcome import RECURSIVE_TURN, Outcome
 
 TOP = 5
 
@@ -40,6 +42,7 @@ def _stats(rows: list[Outcome]) -> dict[str, Any]:
     total_steps = sum(worker_steps.values()) or 1
     shapes = Counter(" → ".join(o.access) or "(none)" for o in rows)
     workflows = Counter(" → ".join(f"{w}({a})" for w, a in zip(o.workers, o.access)) or "(none)" for o in rows)
+    root_errors = [o.parse_error for o in rows if o.parse_error and not o.parse_error.startswith(RECURSIVE_TURN)]
     return {
         "questions": n,
         "steps": sum(o.steps for o in rows) / n,
@@ -49,9 +52,10 @@ def _stats(rows: list[Outcome]) -> dict[str, Any]:
         "shapes": {s: c / n for s, c in shapes.most_common(TOP)},
         "top_workflows": {w: c / n for w, c in workflows.most_common(TOP)},
         "recursion": sum(o.rounds > 1 for o in rows) / n,
-        "parse_errors": sum(o.parse_error is not None for o in rows) / n,
-        "parse_error_reasons": {r: c / n for r, c in
-                                Counter(o.parse_error for o in rows if o.parse_error is not None).most_common()},
+        "recursive_turns_unparsed": sum(bool(o.parse_error and o.parse_error.startswith(RECURSIVE_TURN))
+                                        for o in rows) / n,
+        "parse_errors": len(root_errors) / n,
+        "parse_error_reasons": {r: c / n for r, c in Counter(root_errors).most_common()},
     }
 
 
@@ -67,7 +71,9 @@ def markdown_lines(stats: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
             flows = "; ".join(f"`{k}` {v:.0%}" for k, v in list(s["top_workflows"].items())[:3])
             reasons = ", ".join(f"{k} {v:.0%}" for k, v in s["parse_error_reasons"].items())
             parse_errors = f"{s['parse_errors']:.0%}" + (f" ({reasons})" if reasons else "")
+            unparsed = s.get("recursive_turns_unparsed", 0)
+            recursion = f"{s['recursion']:.0%}" + (f" (turn not a workflow: {unparsed:.0%})" if unparsed else "")
             lines.append(f"| {domain} | {s['steps']:.2f} | {histogram} | {s['distinct_workers']:.2f} | "
-                         f"{s['recursion']:.0%} | {parse_errors} | {shapes} | {flows} |")
+                         f"{recursion} | {parse_errors} | {shapes} | {flows} |")
         lines.append("")
     return lines
