@@ -111,7 +111,9 @@ class RewardConfig(Section):
     correct: float = 1.0
     cost_penalty_per_usd: float = Field(default=0.0, ge=0.0, description="lambda_usd in reward - lambda_usd * $")
     cost_penalty_per_1k_worker_tokens: float = Field(
-        default=0.0, ge=0.0, description="lambda_tok in reward - lambda_tok * worker tokens / 1000")
+        default=0.0, ge=0.0, description="lambda_tok in reward - lambda_tok * max(T - T_free, 0) / 1000")
+    penalty_free_worker_tokens: int = Field(
+        default=0, ge=0, description="T_free: worker tokens per episode the token penalty does not charge (a budget)")
 
     @model_validator(mode="after")
     def _ordered(self) -> RewardConfig:

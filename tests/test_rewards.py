@@ -48,6 +48,18 @@ def test_worker_token_penalty_adds_to_the_usd_penalty_and_keeps_the_floor():
                   settings=settings) == 0
 
 
+def test_token_penalty_charges_only_the_tokens_above_the_free_budget():
+    settings = RewardConfig(format_error=0, wrong=0.5, correct=1, cost_penalty_per_1k_worker_tokens=0.1,
+                            penalty_free_worker_tokens=2_000)
+    scores = {tokens: reward(format_ok=True, correct=True, cost_usd=0, worker_tokens=tokens, infra_error=False,
+                             settings=settings) for tokens in (600, 2_000, 3_000)}
+    assert scores[600] == scores[2_000] == 1.0
+    assert abs(scores[3_000] - 0.9) < 1e-12
+    wrong_inside = reward(format_ok=True, correct=False, cost_usd=0, worker_tokens=1_900, infra_error=False,
+                          settings=settings)
+    assert wrong_inside == 0.5
+
+
 def test_episode_worker_tokens_count_every_step_in_and_out():
     from conductor.episode import EpisodeResult
     from conductor.trace import RoundTrace, StepTrace
