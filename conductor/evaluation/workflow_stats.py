@@ -42,7 +42,8 @@ def _stats(rows: list[Outcome]) -> dict[str, Any]:
     total_steps = sum(worker_steps.values()) or 1
     shapes = Counter(" → ".join(o.access) or "(none)" for o in rows)
     workflows = Counter(" → ".join(f"{w}({a})" for w, a in zip(o.workers, o.access)) or "(none)" for o in rows)
-    root_errors = [o.parse_error for o in rows if o.parse_error and not o.parse_error.startswith(RECURSIVE_TURN)]
+    errors = [o.parse_error for o in rows if o.parse_error]
+    root_errors = [e for e in errors if not e.startswith(RECURSIVE_TURN)]
     return {
         "questions": n,
         "steps": sum(o.steps for o in rows) / n,
@@ -52,8 +53,7 @@ def _stats(rows: list[Outcome]) -> dict[str, Any]:
         "shapes": {s: c / n for s, c in shapes.most_common(TOP)},
         "top_workflows": {w: c / n for w, c in workflows.most_common(TOP)},
         "recursion": sum(o.rounds > 1 for o in rows) / n,
-        "recursive_turns_unparsed": sum(bool(o.parse_error and o.parse_error.startswith(RECURSIVE_TURN))
-                                        for o in rows) / n,
+        "recursive_turns_unparsed": (len(errors) - len(root_errors)) / n,
         "parse_errors": len(root_errors) / n,
         "parse_error_reasons": {r: c / n for r, c in Counter(root_errors).most_common()},
     }
@@ -71,7 +71,7 @@ def markdown_lines(stats: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
             flows = "; ".join(f"`{k}` {v:.0%}" for k, v in list(s["top_workflows"].items())[:3])
             reasons = ", ".join(f"{k} {v:.0%}" for k, v in s["parse_error_reasons"].items())
             parse_errors = f"{s['parse_errors']:.0%}" + (f" ({reasons})" if reasons else "")
-            unparsed = s.get("recursive_turns_unparsed", 0)
+            unparsed = s["recursive_turns_unparsed"]
             recursion = f"{s['recursion']:.0%}" + (f" (turn not a workflow: {unparsed:.0%})" if unparsed else "")
             lines.append(f"| {domain} | {s['steps']:.2f} | {histogram} | {s['distinct_workers']:.2f} | "
                          f"{recursion} | {parse_errors} | {shapes} | {flows} |")
