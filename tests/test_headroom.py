@@ -67,3 +67,8 @@ def test_cli_rejects_a_split_larger_than_the_items(capsys):
                  "--set", "evaluate.split=heldout", "--set", "train.heldout_questions=400"])
     assert code == 2
     assert "cannot give" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_real_pool(capsys):
+    assert main(["--config", "configs/train-toy.yaml", "--set", "data.datasets=[{format: gsm8k, path: x.jsonl}]"]) == 2
+    assert "simulated preset" in capsys.readouterr().err
