@@ -114,7 +114,7 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
                 EpisodeRunner(executor, prompts.fewshot, max_steps=config.executor.max_steps,
                               show_prices=config.prompt.show_prices),
                 SamplingSettings(config.evaluate.conductor_temperature, 1.0, config.rollout.max_new_tokens),
-                config.executor.max_rounds, config.evaluate.conductor_name)
+                config.executor.max_rounds, config.evaluate.conductor_name, config.evaluate.constrain_format)
         from learner.rllib_router import RLlibRouter
 
         context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy, tuple(train),

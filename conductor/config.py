@@ -325,6 +325,9 @@ class EvaluateConfig(Section):
     policy: Optional[str] = Field(default=None, description="the Conductor checkpoint the conductor methods "
                                   "run: an HF dir or URL (a run's policy/ or checkpoints/<tag>/)")
     conductor_temperature: float = Field(default=0.0, ge=0, description="0: greedy, one workflow per question")
+    constrain_format: bool = Field(default=False, description="decode the Conductor under the workflow "
+                                   "language's expression (conductor/workflow_constraint.py): no unparsable workflow "
+                                   "but a truncated one; name the row apart with conductor_name")
     conductor_name: str = Field(default="conductor", pattern=r"^conductor[A-Za-z0-9_.\-]*$",
                                 description="the report's name for this policy (conductor_recursive becomes "
                                 "<name>_recursive): several checkpoints in one report, e.g. a cost frontier")

@@ -39,6 +39,7 @@ class SamplingSettings:
     top_p: float = 1.0
     max_new_tokens: int = 256
     seed: Optional[int] = None
+    format_regex: Optional[str] = None  # constrain the completion to it (evaluation and serving only)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,11 @@ def sampling_params(n: int, sampling: SamplingSettings, for_training: bool = Tru
     ran on the server's event loop for every token of every request (the text is decoded once, at the end)."""
     from vllm import SamplingParams
 
-    needs = {"logprobs": 0} if for_training else {"detokenize": False}
+    needs: dict[str, Any] = {"logprobs": 0} if for_training else {"detokenize": False}
+    if sampling.format_regex is not None:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        needs["structured_outputs"] = StructuredOutputsParams(regex=sampling.format_regex)
     return SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
                           max_tokens=sampling.max_new_tokens, seed=sampling.seed, **needs)
 

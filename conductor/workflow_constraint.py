@@ -22,7 +22,7 @@ import re
 # A JSON string with a non-blank character: leading blanks, then one visible character (or an escaped quote,
 # backslash or slash), then anything. Each part excludes what ends the one before, so matching is linear.
 _STRING = r'"(?:[ \t]|\\[nrtf])*(?:[^"\\\s]|\\["\\/])(?:[^"\\\n]|\\["\\/bfnrt])*"'
-_PLAN_LINE = r"[^\n]*\n"
+_PLAN_LINE = r"[^\n=]*\n"  # no "=": a list assignment cannot pass as plan text
 
 
 def _alternation(values: list[str]) -> str:

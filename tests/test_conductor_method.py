@@ -200,3 +200,27 @@ def test_the_paper_comparison_is_left_out_when_nothing_in_the_report_compares():
     section = paper_comparison({"conductor": row, "single:gpt-5": row, "moa": row})
     assert section[0].startswith("## Against the paper") and section[-1] == ""
     assert any(line.startswith("| best single worker |") for line in section)
+
+
+def test_a_constrained_conductor_asks_for_the_workflow_expression(orchestra):
+    """The root turn's expression admits no accept turn; a recursive turn's also admits three empty lists."""
+    from conductor.workflow_constraint import matches
+
+    class RecordingGenerator(ScriptedGenerator):
+        async def generate(self, prompts, n, sampling):
+            self.settings.append(sampling)
+            return await super().generate(prompts, n, sampling)
+
+    preset, _, _ = orchestra
+    generator = RecordingGenerator([shape_workflow("solve", [1]).render(), "model_id = []\nsubtasks = []\n"
+                                    "access_list = []"])
+    generator.settings = []
+    context = context_for(orchestra, generator, max_rounds=1)
+    context.conductor.constrain_format = True
+    rows = run(context, ["conductor_recursive"], list(preset.tasks[:1]))
+    assert rows[0].parse_error is None
+    root, turn = generator.settings
+    accept = "model_id = []\nsubtasks = []\naccess_list = []"
+    assert not matches(root.format_regex, accept) and matches(turn.format_regex, accept)
+    assert matches(root.format_regex, shape_workflow("verify", [6, 0]).render())
+    assert not matches(root.format_regex, shape_workflow("solve", [7]).render())  # paper-7 has 7 workers

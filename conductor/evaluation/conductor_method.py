@@ -16,7 +16,7 @@ scores it as a format error). The Conductor's tokens are those it generated, ove
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from conductor.episode import EpisodeRunner
@@ -26,6 +26,7 @@ from conductor.prompts import Messages
 from conductor.rollout import PROMPT_TOO_LONG, Generator, SamplingSettings
 from conductor.roster import Roster
 from conductor.tasks.task import Task
+from conductor.workflow_constraint import workflow_regex
 
 CONDUCTOR_METHODS = ("conductor", "conductor_recursive")
 
@@ -51,6 +52,7 @@ class ConductorPolicy:
     sampling: SamplingSettings
     max_rounds: int
     name: str = "conductor"  # the report's name for this checkpoint
+    constrain_format: bool = False  # decode under the workflow expression (conductor/workflow_constraint.py)
 
 
 @dataclass
@@ -60,9 +62,16 @@ class ConductorMethod:
     policy: ConductorPolicy
     rounds: int  # recursive rounds after the root workflow
 
+    def _sampling(self, recursive: bool) -> SamplingSettings:
+        if not self.policy.constrain_format:
+            return self.policy.sampling
+        expression = workflow_regex(len(self.roster), self.policy.episodes.max_steps, recursive_round=recursive,
+                                    plan=False)  # free plan lines let a sampled policy ramble to the token limit
+        return replace(self.policy.sampling, format_regex=expression)
+
     async def attempt(self, task: Task, repeat: int) -> Attempt:
         prompt = self.policy.prompts.task_prompt_ids(task, self.roster)
-        [[sample]] = await self.policy.generator.generate([prompt], 1, self.policy.sampling)
+        [[sample]] = await self.policy.generator.generate([prompt], 1, self._sampling(recursive=False))
         if sample.finish_reason == PROMPT_TOO_LONG:
             return Attempt(answer=None, infra_error=f"conductor prompt of {len(prompt)} tokens leaves no room "
                            "under engine.max_model_len")
@@ -70,7 +79,7 @@ class ConductorMethod:
 
         async def recursive_turn(messages: Messages) -> Optional[str]:
             [[turn]] = await self.policy.generator.generate([self.policy.prompts.prompt_ids(messages)], 1,
-                                                            self.policy.sampling)
+                                                            self._sampling(recursive=True))
             generated.append(len(turn.token_ids))
             return None if turn.finish_reason == PROMPT_TOO_LONG else turn.text
 

@@ -1,0 +1,47 @@
+"""Format-constrained decoding through a real vLLM engine: every completion the engine ends under the
+workflow expression parses, where the same policy unconstrained writes unparsable text."""
+
+import pytest
+
+from conductor.config_loader import load_config
+from conductor.prompt_builder import PromptBuilder
+from conductor.rollout import SamplingSettings
+from conductor.simulator.presets import load_preset, simulated_pool_config
+from conductor.workflow import WorkflowParseError, parse_workflow
+from conductor.workflow_constraint import workflow_regex
+
+pytestmark = pytest.mark.slow
+
+
+def _parses(text: str, workers: int, max_steps: int) -> bool:
+    try:
+        parse_workflow(text, num_workers=workers, max_steps=max_steps)
+        return True
+    except WorkflowParseError:
+        return False
+
+
+def test_constrained_samples_all_parse(toy_warm_start):
+    from transformers import AutoTokenizer
+
+    from conductor.config import EngineConfig
+    from conductor.vllm_sampler import VllmSampler
+
+    config = load_config("configs/train-toy.yaml", [f"policy.model_path={toy_warm_start}"])
+    preset = load_preset(config.simulator)
+    config = config.model_copy(update={"pool": simulated_pool_config(preset, "http://127.0.0.1:9/v1")})
+    prompts = PromptBuilder(config, AutoTokenizer.from_pretrained(toy_warm_start), seed=0)
+    roster = prompts.roster()
+    max_steps = config.executor.max_steps
+    ids = [prompts.task_prompt_ids(task, roster) for task in preset.tasks[:4]]
+    sampler = VllmSampler(str(toy_warm_start), EngineConfig(max_model_len=1024), seed=0, for_training=False)
+    hot = SamplingSettings(temperature=1.0, max_new_tokens=160, seed=7)
+    free = [s for group in sampler.generate(ids, 8, hot) for s in group]
+    constrained = [s for group in sampler.generate(ids, 8, SamplingSettings(
+        temperature=1.0, max_new_tokens=160, seed=7, format_regex=workflow_regex(len(roster), max_steps, plan=False)))
+        for s in group]
+    assert sum(_parses(s.text, len(roster), max_steps) for s in free) <= 8  # the toy warm start at T=1: few
+    finished = [s for s in constrained if s.finish_reason == "stop"]
+    assert len(finished) >= 24  # the rest ran out of tokens inside a subtask
+    for sample in finished:
+        assert _parses(sample.text, len(roster), max_steps), sample.text
