@@ -17,6 +17,7 @@ learner's logprobs are those of the unconstrained policy.
 
 from __future__ import annotations
 
+import functools
 import re
 
 # A JSON string with a non-blank character: leading blanks, then one visible character (or an escaped quote,
@@ -52,9 +53,10 @@ def _steps(count: int, worker: str) -> str:
     return rf"model_id = \[{ids}\]\nsubtasks = \[{subtasks}\]\naccess_list = \[{access}\]"
 
 
+@functools.lru_cache(maxsize=32)
 def workflow_regex(num_workers: int, max_steps: int, recursive_round: bool = False, plan: bool = True) -> str:
     """The expression every valid canonical workflow over ``num_workers`` workers and up to ``max_steps``
-    steps matches in full (``plan``: free-text lines may come first)."""
+    steps matches in full (``plan``: free-text lines may come first). Cached: every sampled attempt asks for it."""
     if num_workers < 1 or max_steps < 1:
         raise ValueError("a workflow needs at least one worker and one step")
     if max_steps > 8:

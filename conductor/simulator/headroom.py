@@ -8,9 +8,10 @@ For the fixed workflow "worker A solves, worker B checks A's answer" the simulat
                          verify_fix   if A does not and B solves i
                          0            if neither does
 
-averaged over the items of a domain (no sample seed: greedy evaluation). A trained Conductor that keeps two
-steps can at best match the best such pair per domain; the gap to the best single worker is the headroom a
-per-domain "beats the best single worker" criterion has to be read against, in units of the split's s.e.
+averaged over the items of a domain (no sample seed: greedy evaluation). Among solve-then-check workflows a
+trained Conductor can at best match the best such pair per domain (plan and aggregate shapes are not covered);
+the gap to the best single worker is the headroom a per-domain "beats the best single worker" criterion has to
+be read against, in units of the split's s.e.
 
     python -m conductor.simulator.headroom --config configs/train-paper7.yaml [--set evaluate.split=train]
 """
