@@ -7,6 +7,13 @@ each a mean over the validation questions, or (``train.val_average: domains``) o
 domain's mean, as the evaluation report's average: a pooled split where code is 13% of the questions
 let a policy that sent code to the wrong worker validate as well as one that did not.
 
+With a token budget (``train.val_max_worker_tokens``) the choice is constrained, not penalised:
+
+    score = -inf   if worker tokens per question (averaged the same way) > budget
+
+A penalty in the reward only prices tokens; a user with a budget wants the best policy within it, and
+a run whose policies drift either side of the line otherwise keeps whichever validated highest.
+
 A cost-penalised run picked by accuracy kept its most accurate, most expensive policy. A score is only
 comparable under the basis it was taken on (the figure, and for the reward its settings), so a run
 resumed under another basis (say, with a token penalty added) starts its best afresh instead of
@@ -14,21 +21,51 @@ measuring new policies against a number that meant something else."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from conductor.config import Config, TrainConfig
+from conductor.rollout import SamplingSettings
 from conductor.rollout_summary import RolloutStats
+from conductor.workflow_constraint import workflow_regex
 
 
 def selection_basis(config: Config) -> str:
-    over = " over domains" if config.train.val_average == "domains" else ""
-    if config.train.best_by == "accuracy":
+    train = config.train
+    over = " over domains" if train.val_average == "domains" else ""
+    if train.val_max_worker_tokens is not None:
+        over += f" within {train.val_max_worker_tokens:g} worker tokens"
+    if train.val_constrain_format:
+        over += " format-constrained"
+    if train.best_by == "accuracy":
         return "accuracy" + over
     return "reward" + over + " " + config.reward.model_dump_json()
 
 
+def validation_sampling(config: Config) -> SamplingSettings:
+    """Greedy (``train.eval_temperature``), and with ``train.val_constrain_format`` the root workflow decoded
+    under the workflow expression, as ``evaluate.constrain_format`` will deploy the policy: a checkpoint is
+    chosen under the decoding it is scored with."""
+    expression = None
+    if config.train.val_constrain_format:
+        expression = workflow_regex(config.pool.subset_size or len(config.pool.workers), config.executor.max_steps,
+                                    plan=False)
+    return SamplingSettings(temperature=config.train.eval_temperature, top_p=1.0,
+                            max_new_tokens=config.rollout.max_new_tokens, format_regex=expression)
+
+
+def validation_tokens(result: RolloutStats, train: TrainConfig) -> float:
+    return result.domain_worker_tokens if train.val_average == "domains" else result.worker_tokens_per_rollout
+
+
+def within_budget(result: RolloutStats, train: TrainConfig) -> bool:
+    return train.val_max_worker_tokens is None or validation_tokens(result, train) <= train.val_max_worker_tokens
+
+
 def validation_score(result: RolloutStats, train: TrainConfig) -> float:
     domains = train.val_average == "domains"
+    if not within_budget(result, train):
+        return -math.inf
     if train.best_by == "reward":
         return result.domain_reward if domains else result.mean_reward
     return result.domain_accuracy if domains else result.accuracy
@@ -38,7 +75,8 @@ def validation_row(step: int, result: RolloutStats) -> dict[str, Any]:
     """One row of ``TrainState.evals`` (and of summary.json's ``best_val_*``)."""
     return {"step": step, "val_accuracy": result.accuracy, "val_format_rate": result.format_rate,
             "val_reward": result.mean_reward, "val_worker_tokens": result.worker_tokens_per_rollout,
-            "val_domain_accuracy": result.domain_accuracy, "val_domain_reward": result.domain_reward}
+            "val_domain_accuracy": result.domain_accuracy, "val_domain_reward": result.domain_reward,
+            "val_domain_worker_tokens": result.domain_worker_tokens}
 
 
 def adopt_basis(state: Any, basis: str) -> bool:

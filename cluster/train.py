@@ -29,7 +29,7 @@ from typing import Any
 import ray
 from rich.console import Console
 
-from cluster.best_checkpoint import adopt_basis, selection_basis, validation_row, validation_score
+from cluster import best_checkpoint as best
 from cluster.group_collector import GroupCollector
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
@@ -59,7 +59,6 @@ from conductor.baselines import run_baselines
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.replay_store import Cursor, ReplayStore
-from conductor.rollout import SamplingSettings
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import simulated_pool_config
@@ -132,7 +131,7 @@ class GrpoRecipe:
             self.console.print(f"resumed from {self.checkpoints.latest()} (step {self.state.step}, "
                                f"policy v{self.state.version})")
             resume_trained_log(self.out, self.state.step)
-        if adopt_basis(self.state, selection_basis(config)):
+        if best.adopt_basis(self.state, best.selection_basis(config)):
             self.console.print("[yellow]train.best_by or the reward changed since the best checkpoint was chosen: "
                                "the best is chosen afresh from this segment's validations[/]")
         self.sampler = training_sampler(self.splits.train, config.seed, config.train.domain_weights, self.state.sampler)
@@ -289,14 +288,16 @@ class GrpoRecipe:
         state = self.state
         with self.metrics.phase("eval"):
             result = self.evaluate(list(self.splits.val))
-        state.evals.append(validation_row(state.step, result))
+        state.evals.append(best.validation_row(state.step, result))
         self.metrics.update({"val_accuracy": result.accuracy})
-        score = validation_score(result, self.config.train)
+        score = best.validation_score(result, self.config.train)
         better = score > state.best_val
         kept = "best so far: kept" if better else f"best {state.best_val:.3f} at step {state.best_step}"
+        kept = kept if best.within_budget(result, self.config.train) else f"over the token budget; {kept}"
         self.console.print(f"  validation: accuracy {result.accuracy:.3f} ({result.domain_accuracy:.3f} over "
                            f"domains), reward {result.mean_reward:.3f}, format {result.format_rate:.2f}, worker "
-                           f"tokens {result.worker_tokens_per_rollout:,.0f}  ({kept})")
+                           f"tokens {result.worker_tokens_per_rollout:,.0f} ({result.domain_worker_tokens:,.0f} "
+                           f"over domains)  ({kept})")
         if better:
             previous = state.best_val, state.best_step
             state.best_val, state.best_step = score, state.step
@@ -305,9 +306,8 @@ class GrpoRecipe:
 
     def evaluate(self, tasks: list) -> RolloutStats:
         """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored."""
-        sampling = SamplingSettings(temperature=self.config.train.eval_temperature, top_p=1.0,
-                                    max_new_tokens=self.config.rollout.max_new_tokens)
-        return summarise(self.feed.evaluate(tasks, sampling, self.collector.next_batch_id(), self._look_after_actors))
+        return summarise(self.feed.evaluate(tasks, best.validation_sampling(self.config),
+                                            self.collector.next_batch_id(), self._look_after_actors))
 
     def _checkpoint(self, tag: str) -> bool:
         """Save; if a learner rank dies meanwhile the weights to save are gone: rebuild and skip it."""
@@ -348,9 +348,11 @@ class GrpoRecipe:
         self.restore_tag = self.checkpoints.latest()  # the final step's weights: train() saved them last
         if state.best_step not in (-1, state.step):
             self.restore_tag = "best"
-            best = self._with_learners(lambda: self.checkpoints.load(self.learners, "best"))
+            chosen = self._with_learners(lambda: self.checkpoints.load(self.learners, "best"))
             self._with_learners(lambda: self._publish())
-            self.console.print(f"evaluating the best validated policy (step {best.step}, val {best.best_val:.3f})")
+            self.console.print(f"evaluating the best validated policy (step {chosen.step}, val {chosen.best_val:.3f})")
+        elif state.best_step == -1 and self.config.train.val_max_worker_tokens is not None:
+            self.console.print("[yellow]no validated policy within train.val_max_worker_tokens: evaluating the last[/]")
         heldout = self.evaluate(list(self.splits.heldout))
         warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
         exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))

@@ -289,6 +289,12 @@ class TrainConfig(Section):
         default="questions", description="how best_by's figure averages the validation questions: over "
         "questions, or each domain's mean averaged over domains (the evaluation report's average: a domain "
         "that is a small share of the split counts as much as the others)")
+    val_max_worker_tokens: Optional[float] = Field(
+        default=None, gt=0, description="a token budget: a validated policy spending more worker tokens per "
+        "question (averaged as val_average says) is not kept as the best, however accurate")
+    val_constrain_format: bool = Field(
+        default=False, description="validate and evaluate the held-out split decoding under the workflow "
+        "expression (conductor/workflow_constraint.py), as evaluate.constrain_format deploys the policy")
     heldout_questions: int = Field(default=150, ge=1, description="reported once, at the end")
     eval_every: int = Field(default=10, ge=1)
     refill_rounds: int = Field(default=0, ge=0, description="extra rollout rounds per step replacing groups "

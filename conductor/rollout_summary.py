@@ -25,6 +25,7 @@ class RolloutStats:
     cost_usd_per_rollout: float
     domain_accuracy: float = 0.0         # the mean over domains of each domain's accuracy
     domain_reward: float = 0.0           # the same for the reward: an evaluation report's "average"
+    domain_worker_tokens: float = 0.0    # the same for worker tokens per question (the report's tokens column)
 
     def as_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -54,4 +55,5 @@ def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
         / max(1, len(records)),
         cost_usd_per_rollout=sum(r.cost_usd for r in records) / max(1, len(records)),
         domain_accuracy=domain_mean(scored, lambda r: float(r.correct)),
-        domain_reward=domain_mean(scored, lambda r: r.reward or 0.0))
+        domain_reward=domain_mean(scored, lambda r: r.reward or 0.0),
+        domain_worker_tokens=domain_mean(records, lambda r: sum(s["tokens_in"] + s["tokens_out"] for s in r.steps)))

@@ -21,7 +21,10 @@ def _parses(text: str, workers: int, max_steps: int) -> bool:
         return False
 
 
-def test_constrained_samples_all_parse(toy_warm_start):
+@pytest.mark.parametrize("for_training", [False, True], ids=["evaluation", "training-engine"])
+def test_constrained_samples_all_parse(toy_warm_start, for_training):
+    """Both engines: evaluation's, and the training engine's (logprobs on) that validates under
+    ``train.val_constrain_format``."""
     from transformers import AutoTokenizer
 
     from conductor.config import EngineConfig
@@ -34,7 +37,7 @@ def test_constrained_samples_all_parse(toy_warm_start):
     roster = prompts.roster()
     max_steps = config.executor.max_steps
     ids = [prompts.task_prompt_ids(task, roster) for task in preset.tasks[:4]]
-    sampler = VllmSampler(str(toy_warm_start), EngineConfig(max_model_len=1024), seed=0, for_training=False)
+    sampler = VllmSampler(str(toy_warm_start), EngineConfig(max_model_len=1024), seed=0, for_training=for_training)
     hot = SamplingSettings(temperature=1.0, max_new_tokens=160, seed=7)
     free = [s for group in sampler.generate(ids, 8, hot) for s in group]
     constrained = [s for group in sampler.generate(ids, 8, SamplingSettings(

@@ -74,7 +74,7 @@ def test_train_writes_its_outputs(first):
 
     # Baselines against an independent computation (see independent_baselines). Accuracies are k/9, so
     # 1e-9 only absorbs float rounding; any different count is off by >= 0.11.
-    right, heldout, seed = independent_baselines("train.steps=4")
+    right, heldout, seed = independent_baselines("train.steps=4", "train.val_constrain_format=true")
     n = len(heldout)
     assert n == 9
     expected_single = {worker: sum(hits) / n for worker, hits in right.items()}
@@ -124,7 +124,7 @@ def test_train_writes_its_outputs(first):
 def first(tmp_path_factory):
     """The small toy run of 4 steps, shared: its outputs are checked, and a second run is compared to it."""
     cwd = tmp_path_factory.mktemp("first")
-    return cwd, train(cwd, "train.steps=4")
+    return cwd, train(cwd, "train.steps=4", "train.val_constrain_format=true")
 
 
 def learning(run: Path, tag: str = "") -> list[tuple]:
@@ -141,7 +141,8 @@ def test_a_collapsed_format_rolls_back_then_stops_with_advice_and_repeats_the_ru
     collapse ends the run with a clear message instead of training on all-zero advantages. Until that
     first checkpoint (step 2) the floor cannot act, so this run is the 4-step run again with the same
     seed on the same machine: it must have learned exactly the same by then."""
-    result = train(tmp_path, "train.steps=8", "train.format_floor=1.0", "train.format_patience=1")
+    result = train(tmp_path, "train.steps=8", "train.val_constrain_format=true", "train.format_floor=1.0",
+                   "train.format_patience=1")
     assert result.returncode != 0
     assert result.stdout.count("rolled back to step-2") == 3
     assert "sampled format rate collapsed 4 times" in result.stderr

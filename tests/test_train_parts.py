@@ -274,3 +274,41 @@ def test_validation_can_score_the_mean_over_domains_as_the_report_does():
     assert validation_score(stats, load_config(None, ["train.val_average=domains"]).train) == pytest.approx(0.5)
     assert selection_basis(pooled) != selection_basis(by_domain)  # a resumed run re-picks its best
     assert summarise([rec(0, "math500", True)]).domain_accuracy == 1.0
+
+
+def test_a_token_budget_constrains_the_choice_measured_as_the_report_does():
+    from cluster.best_checkpoint import selection_basis, validation_sampling, validation_score, within_budget
+    from conductor.rollout_record import RolloutRecord
+    from conductor.rollout_summary import summarise
+    from conductor.simulator.presets import load_preset, simulated_pool_config
+    from conductor.workflow_constraint import matches
+
+    def rec(i, domain, tokens):
+        return RolloutRecord(f"r{i}", f"g{i}", f"q{i}", 1, [1], [2], [0.0], "", True, True, 1.0, domain=domain,
+                             steps=[{"tokens_in": tokens - 100, "tokens_out": 100}])
+
+    # nine math questions at 3,000 worker tokens, one code question at 1,000: pooled 2,800, over domains 2,000
+    stats = summarise([rec(i, "math500", 3000) for i in range(9)] + [rec(9, "code", 1000)])
+    assert stats.worker_tokens_per_rollout == pytest.approx(2800) and stats.domain_worker_tokens == pytest.approx(2000)
+    budget = ["train.best_by=accuracy", "train.val_max_worker_tokens=2500"]
+    pooled = load_config(None, budget)
+    by_domain = load_config(None, [*budget, "train.val_average=domains"])
+    assert not within_budget(stats, pooled.train) and validation_score(stats, pooled.train) == float("-inf")
+    assert within_budget(stats, by_domain.train) and validation_score(stats, by_domain.train) == pytest.approx(1.0)
+    unbounded = load_config(None, ["train.best_by=accuracy"])
+    assert validation_score(stats, unbounded.train) == pytest.approx(1.0)
+    # a budget or constrained decoding changes what a score means: a resumed run re-picks its best
+    constrained = load_config(None, ["train.best_by=accuracy", "train.val_constrain_format=true"])
+    assert len({selection_basis(unbounded), selection_basis(pooled), selection_basis(constrained)}) == 3
+    with pytest.raises(ConfigError, match="val_max_worker_tokens"):
+        load_config(None, ["train.val_max_worker_tokens=0"])
+
+    # validation decodes under the workflow expression only when asked, over the pool's workers
+    preset = load_preset(unbounded.simulator)
+    pool = simulated_pool_config(preset, "http://127.0.0.1:1/v1")
+    assert validation_sampling(unbounded.model_copy(update={"pool": pool})).format_regex is None
+    sampling = validation_sampling(constrained.model_copy(update={"pool": pool}))
+    assert sampling.temperature == constrained.train.eval_temperature
+    one_step = 'model_id = [{}]\nsubtasks = ["solve it"]\naccess_list = [[]]'
+    assert matches(sampling.format_regex, one_step.format(len(pool.workers) - 1))
+    assert not matches(sampling.format_regex, one_step.format(len(pool.workers)))  # no such worker
