@@ -292,7 +292,8 @@ class GrpoRecipe:
         self.metrics.update({"val_accuracy": result.accuracy})
         score = best.validation_score(result, self.config.train)
         better = score > state.best_val
-        kept = "best so far: kept" if better else f"best {state.best_val:.3f} at step {state.best_step}"
+        kept = ("best so far: kept" if better else f"best {state.best_val:.3f} at step {state.best_step}"
+                if state.best_step >= 0 else "none kept yet")
         kept = kept if best.within_budget(result, self.config.train) else f"over the token budget; {kept}"
         self.console.print(f"  validation: accuracy {result.accuracy:.3f} ({result.domain_accuracy:.3f} over "
                            f"domains), reward {result.mean_reward:.3f}, format {result.format_rate:.2f}, worker "

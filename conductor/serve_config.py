@@ -13,6 +13,7 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 
 from conductor.config_section import Section
+from conductor.workflow_constraint import MAX_CONSTRAINED_STEPS
 
 MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
 
@@ -29,6 +30,16 @@ class ServedModel(Section):
     max_steps: int = Field(default=5, ge=1, le=32)
     max_rounds: int = Field(default=0, ge=0, le=8, description="recursive rounds after the root workflow")
     temperature: float = Field(default=0.0, ge=0, le=2, description="the Conductor's sampling; 0 = greedy")
+    constrain_format: bool = Field(
+        default=False, description="decode the Conductor under the workflow expression over the request's "
+        "workers and step cap (conductor/workflow_constraint.py): every workflow that ends parses")
+
+    @model_validator(mode="after")
+    def _constrainable(self) -> ServedModel:
+        if self.constrain_format and self.max_steps > MAX_CONSTRAINED_STEPS:
+            raise ValueError(f"constrain_format spells out every access list: max_steps {self.max_steps} > "
+                             f"{MAX_CONSTRAINED_STEPS}")
+        return self
 
     @property
     def names(self) -> list[str]:

@@ -24,6 +24,7 @@ import re
 # backslash or slash), then anything. Each part excludes what ends the one before, so matching is linear.
 _STRING = r'"(?:[ \t]|\\[nrtf])*(?:[^"\\\s]|\\["\\/])(?:[^"\\\n]|\\["\\/bfnrt])*"'
 _PLAN_LINE = r"[^\n=]*\n"  # no "=": a list assignment cannot pass as plan text
+MAX_CONSTRAINED_STEPS = 8     # the access lists are spelled out: the expression grows as 2^steps
 
 
 def _alternation(values: list[str]) -> str:
@@ -59,9 +60,9 @@ def workflow_regex(num_workers: int, max_steps: int, recursive_round: bool = Fal
     steps matches in full (``plan``: free-text lines may come first). Cached: every sampled attempt asks for it."""
     if num_workers < 1 or max_steps < 1:
         raise ValueError("a workflow needs at least one worker and one step")
-    if max_steps > 8:
+    if max_steps > MAX_CONSTRAINED_STEPS:
         raise ValueError(f"max_steps {max_steps}: the access lists are spelled out per step and grow as 2^steps; "
-                         "constrain at most 8")
+                         f"constrain at most {MAX_CONSTRAINED_STEPS}")
     worker = _alternation([str(i) for i in range(num_workers)])
     forms = [_steps(count, worker) for count in range(1, max_steps + 1)]
     if recursive_round:

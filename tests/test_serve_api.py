@@ -44,6 +44,12 @@ def preset_questions() -> list[str]:
 QUESTIONS = preset_questions()
 
 
+def served_model(name: str):
+    from conductor.config_loader import load_config
+
+    return next(m for m in load_config(REPO / SERVE_CONFIG).serve.models if m.name == name)
+
+
 @dataclass
 class Endpoint:
     base_url: str
@@ -138,6 +144,8 @@ def test_the_trace_is_there_when_asked_for(endpoint):
                           <= set(step) for step in steps)
     assert trace["usage"]["cost_usd"] == pytest.approx(reply.usage.model_extra["cost_usd"])
     assert trace["rounds"][0]["conductor_output"] is not None  # what the Conductor wrote, parsed or not
+    if served_model("conductor-ultra").constrain_format:  # decoded under the workflow expression: it parses
+        assert trace["rounds"][0]["parse_error"] is None and trace["rounds"][0]["status"] == "ok"
     assert trace["timing"]["overhead_s"] >= 0
 
 

@@ -24,10 +24,11 @@ class ScriptedConductor:
     """Returns the scripted outputs in order, and counts the prompts it was asked about."""
 
     def __init__(self, *outputs: str):
-        self.outputs, self.prompts = list(outputs), []
+        self.outputs, self.prompts, self.samplings = list(outputs), [], []
 
     async def generate(self, prompts, n, sampling):
         self.prompts += prompts
+        self.samplings.append(sampling)
         text = self.outputs.pop(0)
         return [[Sample(prompts[0], [1] * 10, [0.0] * 10, text, "stop", 0)]]
 
@@ -43,7 +44,8 @@ def worker(worker_id, price):
 
 def orchestrator(conductor, pool, **serve):
     models = [ServedModel(name="mini", workers=["cheap", "mid"], max_steps=2, max_rounds=0),
-              ServedModel(name="ultra", aliases=["ultra-2026-11-24"], max_steps=5, max_rounds=1)]
+              ServedModel(name="ultra", aliases=["ultra-2026-11-24"], max_steps=5, max_rounds=1),
+              ServedModel(name="strict", workers=["cheap", "mid"], max_steps=2, max_rounds=1, constrain_format=True)]
     config = Config(pool=PoolConfig(workers=[worker("strong", 10.0), worker("mid", 1.0), worker("cheap", 0.1)]),
                     prompt={"num_fewshot": 0}, serve=ServeConfig(models=models, **serve))
     return Orchestrator(config, conductor, CharTokenizer(), pool)
@@ -145,6 +147,29 @@ def test_a_recursive_round_can_accept_or_replace_the_answer_and_streams_only_the
     assert done.text == "strong says 42" and done.streamed and events.text == done.text
     kinds = [e["type"] for e in events.events]
     assert kinds.count("step.started") == kinds.count("step.finished") == 3 and kinds[0] == "workflow"
+
+
+def test_a_format_constrained_model_decodes_under_the_expression_of_the_request_s_workers_and_steps():
+    from conductor.workflow_constraint import matches
+
+    accept = 'model_id = []\nsubtasks = []\naccess_list = []'
+    conductor = ScriptedConductor(SOLVE_VERIFY, accept)
+    done = answer(orchestrator(conductor, pool()), "strict")
+    assert done.text == "mid says 42"
+    root, recursive = (s.format_regex for s in conductor.samplings)
+    assert matches(root, SOLVE_VERIFY) and not matches(root, accept)  # only a recursive turn may stop
+    assert matches(recursive, accept) and matches(recursive, SOLVE_VERIFY)
+    three_steps = ('model_id = [0, 1, 1]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [0], [1]]')
+    assert not matches(root, three_steps)                                             # the model's max_steps
+    assert not matches(root, SOLVE_VERIFY.replace("[0, 1]", "[0, 2]"))                 # two workers allowed
+    narrowed = ScriptedConductor('model_id = [0]\nsubtasks = ["Solve it."]\naccess_list = [[]]', accept)
+    answer(orchestrator(narrowed, pool()), "strict", Controls(workers=["cheap"], max_steps=1))
+    assert not matches(narrowed.samplings[0].format_regex, SOLVE_VERIFY)  # a request narrows it further
+    plain = ScriptedConductor(SOLVE_VERIFY)
+    answer(orchestrator(plain, pool()), "mini")
+    assert plain.samplings[0].format_regex is None
+    with pytest.raises(ValueError, match="max_steps 9"):
+        ServedModel(name="wide", max_steps=9, constrain_format=True)
 
 
 def test_asking_for_a_worker_the_model_lacks_or_an_unknown_model_is_refused():

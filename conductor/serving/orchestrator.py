@@ -36,6 +36,7 @@ from conductor.serving.cost_bounds import cut_to_budget, step_max_tokens
 from conductor.serving.served_trace import RoundRecord, ServedTrace, Usage, critical_path_s, workflow_json
 from conductor.trace import StepTrace
 from conductor.workflow import Step, Workflow, WorkflowParseError, parse_workflow
+from conductor.workflow_constraint import workflow_regex
 
 FALLBACK_SUBTASK = "Answer the question. Give the final answer."
 
@@ -135,7 +136,8 @@ class _Run:
         self.trace.rounds.append(record)
         text = await self._conduct(conductor_messages(question, self.roster, self.o.prompts.fewshot,
                                                       max_steps=self.max_steps,
-                                                      show_prices=self.o.config.prompt.show_prices), record)
+                                                      show_prices=self.o.config.prompt.show_prices), record,
+                                   recursive=False)
         workflow = self._parse(text, record, recursive=False) if text is not None else None
         if workflow is None:
             return await self._fallback(record.parse_error or "no workflow", failed=())
@@ -154,7 +156,7 @@ class _Run:
             messages = recursive_messages(question, self.roster, self.o.prompts.fewshot, previous_plan=text or "",
                                           final_response=answer or "", max_steps=self.max_steps,
                                           show_prices=self.o.config.prompt.show_prices)
-            text = await self._conduct(messages, record)
+            text = await self._conduct(messages, record, recursive=True)
             workflow = self._parse(text, record, recursive=True) if text is not None else None
             if workflow is None or not workflow.steps:
                 record.status = "accepted_previous" if workflow is not None else "parse_error"
@@ -190,10 +192,14 @@ class _Run:
         return cut_to_budget(one, roster, self.request.question, None,
                              answer_max_tokens=self.request.answer_max_tokens)
 
-    async def _conduct(self, messages: list[dict[str, str]], record: RoundRecord) -> Optional[str]:
+    async def _conduct(self, messages: list[dict[str, str]], record: RoundRecord, *,
+                       recursive: bool) -> Optional[str]:
         prompt = self.o.prompts.prompt_ids(messages)
-        sampling = SamplingSettings(temperature=self.request.model.temperature,
-                                    max_new_tokens=self.o.serve.conductor_max_new_tokens)
+        model = self.request.model
+        expression = workflow_regex(len(self.roster), self.max_steps, recursive_round=recursive,
+                                    plan=False) if model.constrain_format else None
+        sampling = SamplingSettings(temperature=model.temperature, max_new_tokens=self.o.serve.conductor_max_new_tokens,
+                                    format_regex=expression)
         started = time.perf_counter()
         [[sample]] = await self.o.generator.generate([prompt], 1, sampling)
         self.trace.conductor_s += time.perf_counter() - started
