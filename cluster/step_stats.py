@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import RolloutStats
@@ -49,6 +49,7 @@ class StepStats:
     staleness: StalenessStats
     timings: dict[str, float]     # seconds: rollout (waiting for groups), train, sync, step
     node_memory_gb: float = dataclasses.field(default_factory=node_memory_gb)  # when the step ended
+    token_multiplier: Optional[float] = None  # the token budget's lambda for the next step (reward.worker_token_budget)
 
     def row(self) -> dict[str, Any]:
         row: dict[str, Any] = {"step": self.step, "version": self.version, "node_memory_gb": self.node_memory_gb}
@@ -59,6 +60,8 @@ class StepStats:
         row.update(zero_spread_groups=self.batch.zero_spread_groups, trained_sequences=self.batch.sequences)
         row.update(dataclasses.asdict(self.staleness))
         row.update({f"{phase}_s": seconds for phase, seconds in self.timings.items()})
+        if self.token_multiplier is not None:
+            row["token_multiplier"] = self.token_multiplier
         return row
 
 

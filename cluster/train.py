@@ -66,6 +66,7 @@ from conductor.simulator.server import SimulatorServer
 from conductor.staleness import StalenessManager
 from conductor.tasks.splits import split_tasks, training_sampler
 from conductor.timer import Timer
+from conductor.token_budget import TokenBudget
 
 
 class GrpoRecipe:
@@ -134,6 +135,7 @@ class GrpoRecipe:
         if best.adopt_basis(self.state, best.selection_basis(config)):
             self.console.print("[yellow]train.best_by or the reward changed since the best checkpoint was chosen: "
                                "the best is chosen afresh from this segment's validations[/]")
+        self.budget = TokenBudget.of(config.reward, self.state.token_multiplier)
         self.sampler = training_sampler(self.splits.train, config.seed, config.train.domain_weights, self.state.sampler)
         # Engines start from the warm-start weights: hand them the learners' own, under a version no earlier
         # (killed) segment wrote rollouts for. Records older than this segment's first version are not read.
@@ -209,6 +211,10 @@ class GrpoRecipe:
             collected = self.collector.collect(lambda: self.state.version)
         learner_version, groups = self.state.version, collected.groups
         records = [record for group in groups for record in group]
+        if self.budget:  # priced at this step's multiplier; the step's spend then moves it
+            records = self.budget.reprice(records)
+            self.budget.update(records)
+            self.state.token_multiplier = self.budget.multiplier
         try:
             with Timer("train", timings), self.metrics.phase("train"):
                 learner_stats, batch_stats = self.learners.train_step(records)
@@ -226,7 +232,8 @@ class GrpoRecipe:
         return StepStats(step=self.state.step, version=self.state.version, rollouts=summarise(records),
                          learner=learner_stats, batch=batch_stats,
                          staleness=StalenessStats.of(records, learner_version, collected.stale_dropped,
-                                                     collected.refill_rounds), timings=timings)
+                                                     collected.refill_rounds), timings=timings,
+                         token_multiplier=self.budget.multiplier if self.budget else None)
 
     def _look_after_actors(self) -> None:
         """Engines that came back from a restart get the current weights; restarts are counted."""

@@ -35,6 +35,7 @@ class TrainState:
     rollbacks: int = 0
     wall_seconds: float = 0.0                          # summed over resumed segments
     faults: dict[str, int] = field(default_factory=dict)  # restarts by actor kind, re-issued requests, ...
+    token_multiplier: Optional[float] = None           # the token budget's lambda (conductor/token_budget.py)
 
     def format_collapsed(self, format_rate: float, floor: float, patience: int) -> bool:
         """Counts consecutive steps whose sampled format rate is under ``floor``; True once there are

@@ -21,6 +21,8 @@ SMALL = ["run_name=t", "sft.steps=30", "simulator.toy_items_per_domain=10", "tra
          "train.heldout_questions=9", "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
          "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0",
          "train.refill_rounds=1"]
+# The shared 4-step run also validates format-constrained and holds a token budget (its multiplier is logged)
+FIRST = ["train.steps=4", "train.val_constrain_format=true", "reward.worker_token_budget=300"]
 
 
 def independent_baselines(*overrides):
@@ -74,7 +76,7 @@ def test_train_writes_its_outputs(first):
 
     # Baselines against an independent computation (see independent_baselines). Accuracies are k/9, so
     # 1e-9 only absorbs float rounding; any different count is off by >= 0.11.
-    right, heldout, seed = independent_baselines("train.steps=4", "train.val_constrain_format=true")
+    right, heldout, seed = independent_baselines(*FIRST)
     n = len(heldout)
     assert n == 9
     expected_single = {worker: sum(hits) / n for worker, hits in right.items()}
@@ -109,6 +111,10 @@ def test_train_writes_its_outputs(first):
     assert rows > 4 * 3 * 4  # groups without reward spread (an untrained format) were refilled
     assert ReplayStore(str(run / "rollouts")).versions() == [1, 2, 3, 4]  # v0 is the warm start, replaced at once
     assert json.loads((run / "checkpoints" / "latest.json").read_text())["tag"] == "step-4"
+    state = json.loads((run / "checkpoints" / "step-4" / "trainer_state.json").read_text())
+    multipliers = [row["token_multiplier"] for row in state["history"]]  # the token budget's lambda, kept
+    assert len(multipliers) == 4 and state["token_multiplier"] == multipliers[-1] >= 0
+    assert all(f"lambda {m:.3f}" in first.stdout for m in multipliers)
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -124,7 +130,7 @@ def test_train_writes_its_outputs(first):
 def first(tmp_path_factory):
     """The small toy run of 4 steps, shared: its outputs are checked, and a second run is compared to it."""
     cwd = tmp_path_factory.mktemp("first")
-    return cwd, train(cwd, "train.steps=4", "train.val_constrain_format=true")
+    return cwd, train(cwd, *FIRST)
 
 
 def learning(run: Path, tag: str = "") -> list[tuple]:
@@ -141,8 +147,7 @@ def test_a_collapsed_format_rolls_back_then_stops_with_advice_and_repeats_the_ru
     collapse ends the run with a clear message instead of training on all-zero advantages. Until that
     first checkpoint (step 2) the floor cannot act, so this run is the 4-step run again with the same
     seed on the same machine: it must have learned exactly the same by then."""
-    result = train(tmp_path, "train.steps=8", "train.val_constrain_format=true", "train.format_floor=1.0",
-                   "train.format_patience=1")
+    result = train(tmp_path, *FIRST, "train.steps=8", "train.format_floor=1.0", "train.format_patience=1")
     assert result.returncode != 0
     assert result.stdout.count("rolled back to step-2") == 3
     assert "sampled format rate collapsed 4 times" in result.stderr
