@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import Field, model_validator
 
 from conductor.config_section import Section
+from conductor.rewards import RewardConfig as RewardConfig
 from conductor.serve_config import ServeConfig
 from conductor.simulator_config import FaultRates as FaultRates
 from conductor.simulator_config import SimulatorConfig
@@ -103,32 +104,6 @@ class PromptConfig(Section):
     fewshot_file: Optional[str] = Field(default=None, description="JSON list of examples; None = packaged set")
     num_fewshot: int = Field(default=4, ge=0, le=32)
     show_prices: bool = True
-
-
-class RewardConfig(Section):
-    format_error: float = 0.0
-    wrong: float = 0.5
-    correct: float = 1.0
-    cost_penalty_per_usd: float = Field(default=0.0, ge=0.0, description="lambda_usd in reward - lambda_usd * $")
-    cost_penalty_per_1k_worker_tokens: float = Field(
-        default=0.0, ge=0.0, description="lambda_tok in reward - lambda_tok * max(T - T_free, 0) / 1000")
-    penalty_free_worker_tokens: int = Field(
-        default=0, ge=0, description="T_free: worker tokens per episode the token penalty does not charge (a budget)")
-    worker_token_budget: Optional[float] = Field(
-        default=None, gt=0, description="hold sampled worker tokens per question (averaged over domains) at or "
-        "under this in training: the token penalty's lambda becomes a multiplier that rises while the policy "
-        "spends more and falls while it spends less (conductor/token_budget.py); lambda_0 is "
-        "cost_penalty_per_1k_worker_tokens")
-    budget_multiplier_rate: float = Field(default=0.02, gt=0, description="lambda's change per step per 1k "
-                                          "tokens over (or under) worker_token_budget")
-    budget_multiplier_max: float = Field(default=0.5, gt=0, description="lambda's ceiling")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RewardConfig:
-        if not self.format_error <= self.wrong < self.correct:
-            raise ValueError(f"rewards must keep format_error <= wrong < correct; got {self.format_error}, "
-                             f"{self.wrong}, {self.correct}")
-        return self
 
 
 class DatasetSpec(Section):

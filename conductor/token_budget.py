@@ -18,19 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from conductor.config import RewardConfig
-from conductor.rewards import reward
+from conductor.rewards import RewardConfig, reward
 from conductor.rollout_record import RolloutRecord
-from conductor.rollout_summary import domain_mean
-
-
-def worker_tokens(record: RolloutRecord) -> int:
-    return sum(s["tokens_in"] + s["tokens_out"] for s in record.steps)
+from conductor.rollout_summary import domain_mean, worker_tokens
 
 
 @dataclass
 class TokenBudget:
     settings: RewardConfig
+    budget: float
     multiplier: float
 
     @classmethod
@@ -38,7 +34,8 @@ class TokenBudget:
         """None without ``reward.worker_token_budget``; ``multiplier``: a resumed run's."""
         if settings.worker_token_budget is None:
             return None
-        return cls(settings, settings.cost_penalty_per_1k_worker_tokens if multiplier is None else multiplier)
+        return cls(settings, settings.worker_token_budget,
+                   settings.cost_penalty_per_1k_worker_tokens if multiplier is None else multiplier)
 
     def reprice(self, records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
         """The records with their rewards at the current multiplier (infrastructure errors stay unscored)."""
@@ -50,7 +47,12 @@ class TokenBudget:
     def update(self, records: Sequence[RolloutRecord]) -> float:
         """One dual step on a training step's records; returns the tokens it measured."""
         spent = domain_mean(records, worker_tokens)
-        assert self.settings.worker_token_budget is not None
-        step = self.settings.budget_multiplier_rate * (spent - self.settings.worker_token_budget) / 1000
+        step = self.settings.budget_multiplier_rate * (spent - self.budget) / 1000
         self.multiplier = min(max(self.multiplier + step, 0.0), self.settings.budget_multiplier_max)
         return spent
+
+    def step(self, records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
+        """A training step: its records priced at the current multiplier, which their spend then moves."""
+        priced = self.reprice(records)
+        self.update(priced)
+        return priced
