@@ -31,6 +31,11 @@ class RolloutStats:
         return dataclasses.asdict(self)
 
 
+def worker_tokens(record: RolloutRecord) -> int:
+    """Worker tokens an episode spent, prompts and completions, over every round."""
+    return sum(s["tokens_in"] + s["tokens_out"] for s in record.steps)
+
+
 def domain_mean(scored: Sequence[RolloutRecord], figure: Callable[[RolloutRecord], float]) -> float:
     """Each domain's mean of ``figure``, averaged over domains: a domain that is a small share of the
     questions counts as much as the others, as in the evaluation report's average."""
@@ -51,9 +56,8 @@ def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
         mean_reward=sum(r.reward or 0.0 for r in scored) / count,
         steps_per_workflow=sum(len(r.steps) for r in parsed) / max(1, len(parsed)),
         conductor_tokens_per_rollout=sum(len(r.completion_token_ids) for r in records) / max(1, len(records)),
-        worker_tokens_per_rollout=sum(s["tokens_in"] + s["tokens_out"] for r in records for s in r.steps)
-        / max(1, len(records)),
+        worker_tokens_per_rollout=sum(map(worker_tokens, records)) / max(1, len(records)),
         cost_usd_per_rollout=sum(r.cost_usd for r in records) / max(1, len(records)),
         domain_accuracy=domain_mean(scored, lambda r: float(r.correct)),
         domain_reward=domain_mean(scored, lambda r: r.reward or 0.0),
-        domain_worker_tokens=domain_mean(records, lambda r: sum(s["tokens_in"] + s["tokens_out"] for s in r.steps)))
+        domain_worker_tokens=domain_mean(records, worker_tokens))

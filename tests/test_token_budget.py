@@ -37,7 +37,8 @@ def test_rewards_are_priced_at_the_current_multiplier_with_the_floor_and_infra_e
     assert [r.reward for r in priced] == pytest.approx([1 - 0.3, 0.0, 1 - 0.9, 0.0, None])
     assert priced[4].reward is None                                   # unscored stays unscored
     assert [r.rollout_id for r in priced] == [r.rollout_id for r in records]
-    assert TokenBudget(settings(), 2.0).reprice(records[2:3])[0].reward == 0.0  # never under a format error
+    dear = TokenBudget.of(settings(), multiplier=2.0)
+    assert dear.reprice(records[2:3])[0].reward == 0.0  # never under a format error
 
 
 def test_the_multiplier_rises_over_budget_falls_under_it_and_stays_within_bounds():
