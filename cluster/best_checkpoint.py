@@ -48,8 +48,7 @@ def validation_sampling(config: Config) -> SamplingSettings:
     chosen under the decoding it is scored with."""
     expression = None
     if config.train.val_constrain_format:
-        expression = workflow_regex(config.pool.subset_size or len(config.pool.workers), config.executor.max_steps,
-                                    plan=False)
+        expression = workflow_regex(config.pool.subset_size or len(config.pool.workers), config.executor.max_steps)
     return SamplingSettings(temperature=config.train.eval_temperature, top_p=1.0,
                             max_new_tokens=config.rollout.max_new_tokens, format_regex=expression)
 
@@ -60,6 +59,13 @@ def validation_tokens(result: RolloutStats, train: TrainConfig) -> float:
 
 def within_budget(result: RolloutStats, train: TrainConfig) -> bool:
     return train.val_max_worker_tokens is None or validation_tokens(result, train) <= train.val_max_worker_tokens
+
+
+def verdict(result: RolloutStats, train: TrainConfig, better: bool, best_val: float, best_step: int) -> str:
+    """What the validation line says about the kept checkpoint."""
+    kept = "best so far: kept" if better else (f"best {best_val:.3f} at step {best_step}" if best_step >= 0
+                                               else "none kept yet")
+    return kept if within_budget(result, train) else f"over the token budget; {kept}"
 
 
 def validation_score(result: RolloutStats, train: TrainConfig) -> float:

@@ -211,9 +211,8 @@ class GrpoRecipe:
             collected = self.collector.collect(lambda: self.state.version)
         learner_version, groups = self.state.version, collected.groups
         records = [record for group in groups for record in group]
-        if self.budget:  # priced at this step's multiplier; the step's spend then moves it
-            records = self.budget.reprice(records)
-            self.budget.update(records)
+        if self.budget:
+            records = self.budget.step(records)
             self.state.token_multiplier = self.budget.multiplier
         try:
             with Timer("train", timings), self.metrics.phase("train"):
@@ -299,9 +298,7 @@ class GrpoRecipe:
         self.metrics.update({"val_accuracy": result.accuracy})
         score = best.validation_score(result, self.config.train)
         better = score > state.best_val
-        kept = ("best so far: kept" if better else f"best {state.best_val:.3f} at step {state.best_step}"
-                if state.best_step >= 0 else "none kept yet")
-        kept = kept if best.within_budget(result, self.config.train) else f"over the token budget; {kept}"
+        kept = best.verdict(result, self.config.train, better, state.best_val, state.best_step)
         self.console.print(f"  validation: accuracy {result.accuracy:.3f} ({result.domain_accuracy:.3f} over "
                            f"domains), reward {result.mean_reward:.3f}, format {result.format_rate:.2f}, worker "
                            f"tokens {result.worker_tokens_per_rollout:,.0f} ({result.domain_worker_tokens:,.0f} "

@@ -55,9 +55,10 @@ def _steps(count: int, worker: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def workflow_regex(num_workers: int, max_steps: int, recursive_round: bool = False, plan: bool = True) -> str:
+def workflow_regex(num_workers: int, max_steps: int, recursive_round: bool = False, plan: bool = False) -> str:
     """The expression every valid canonical workflow over ``num_workers`` workers and up to ``max_steps``
-    steps matches in full (``plan``: free-text lines may come first). Cached: every sampled attempt asks for it."""
+    steps matches in full (``plan``: free-text lines may come first; off for decoding, where they let a sampled
+    policy ramble to the token limit). Cached: every sampled attempt asks for it."""
     if num_workers < 1 or max_steps < 1:
         raise ValueError("a workflow needs at least one worker and one step")
     if max_steps > MAX_CONSTRAINED_STEPS:

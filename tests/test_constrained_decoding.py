@@ -41,7 +41,7 @@ def test_constrained_samples_all_parse(toy_warm_start, for_training):
     hot = SamplingSettings(temperature=1.0, max_new_tokens=160, seed=7)
     free = [s for group in sampler.generate(ids, 8, hot) for s in group]
     constrained = [s for group in sampler.generate(ids, 8, SamplingSettings(
-        temperature=1.0, max_new_tokens=160, seed=7, format_regex=workflow_regex(len(roster), max_steps, plan=False)))
+        temperature=1.0, max_new_tokens=160, seed=7, format_regex=workflow_regex(len(roster), max_steps)))
         for s in group]
     assert sum(_parses(s.text, len(roster), max_steps) for s in free) <= 8  # the toy warm start at T=1: few
     finished = [s for s in constrained if s.finish_reason == "stop"]

@@ -30,7 +30,7 @@ def _valid_texts(count: int = 300) -> list[str]:
 
 
 def test_every_valid_workflow_matches():
-    expression = workflow_regex(WORKERS, MAX_STEPS)
+    expression = workflow_regex(WORKERS, MAX_STEPS, plan=True)
     for text in _valid_texts():
         assert matches(expression, text), text
         assert matches(expression, "I will solve, then check.\nStep two checks.\n" + text)
@@ -38,7 +38,7 @@ def test_every_valid_workflow_matches():
 
 
 def test_the_papers_failures_and_rule_breaks_do_not_match():
-    expression = workflow_regex(WORKERS, MAX_STEPS)
+    expression = workflow_regex(WORKERS, MAX_STEPS, plan=True)
     solve, check = '"Solve the question."', '"Check the answer above."'
     for text in [
         f"model_id = [[], [[], [1]\nsubtasks = [{solve}]\naccess_list = [[]]",  # a held-out greedy failure
@@ -52,7 +52,7 @@ def test_the_papers_failures_and_rule_breaks_do_not_match():
         "model_id = []\nsubtasks = []\naccess_list = []",  # accepting is for recursive rounds only
     ]:
         assert not matches(expression, text), text
-    assert matches(workflow_regex(WORKERS, MAX_STEPS, recursive_round=True),
+    assert matches(workflow_regex(WORKERS, MAX_STEPS, recursive_round=True, plan=True),
                    "model_id = []\nsubtasks = []\naccess_list = []")
 
 
@@ -60,7 +60,7 @@ def test_nothing_the_constraint_admits_is_rejected_by_the_parser():
     """Soundness: seeded single-character edits of valid workflows; each edit the expression still
     matches must parse."""
     rng = random.Random(1)
-    expression = workflow_regex(WORKERS, MAX_STEPS)
+    expression = workflow_regex(WORKERS, MAX_STEPS, plan=True)
     alphabet = '0123456789[]", \\\nallnx'
     admitted = 0
     for text in _valid_texts(200):

@@ -65,8 +65,7 @@ class ConductorMethod:
     def _sampling(self, recursive: bool) -> SamplingSettings:
         if not self.policy.constrain_format:
             return self.policy.sampling
-        expression = workflow_regex(len(self.roster), self.policy.episodes.max_steps, recursive_round=recursive,
-                                    plan=False)  # free plan lines let a sampled policy ramble to the token limit
+        expression = workflow_regex(len(self.roster), self.policy.episodes.max_steps, recursive_round=recursive)
         return replace(self.policy.sampling, format_regex=expression)
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:

@@ -196,8 +196,8 @@ class _Run:
                        recursive: bool) -> Optional[str]:
         prompt = self.o.prompts.prompt_ids(messages)
         model = self.request.model
-        expression = workflow_regex(len(self.roster), self.max_steps, recursive_round=recursive,
-                                    plan=False) if model.constrain_format else None
+        expression = (workflow_regex(len(self.roster), self.max_steps, recursive_round=recursive)
+                      if model.constrain_format else None)
         sampling = SamplingSettings(temperature=model.temperature, max_new_tokens=self.o.serve.conductor_max_new_tokens,
                                     format_regex=expression)
         started = time.perf_counter()
