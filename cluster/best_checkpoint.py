@@ -61,13 +61,6 @@ def within_budget(result: RolloutStats, train: TrainConfig) -> bool:
     return train.val_max_worker_tokens is None or validation_tokens(result, train) <= train.val_max_worker_tokens
 
 
-def verdict(result: RolloutStats, train: TrainConfig, better: bool, best_val: float, best_step: int) -> str:
-    """What the validation line says about the kept checkpoint."""
-    kept = "best so far: kept" if better else (f"best {best_val:.3f} at step {best_step}" if best_step >= 0
-                                               else "none kept yet")
-    return kept if within_budget(result, train) else f"over the token budget; {kept}"
-
-
 def validation_score(result: RolloutStats, train: TrainConfig) -> float:
     domains = train.val_average == "domains"
     if not within_budget(result, train):

@@ -30,22 +30,12 @@ import ray
 from rich.console import Console
 
 from cluster import best_checkpoint as best
+from cluster import train_report as report
 from cluster.group_collector import GroupCollector
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
 from cluster.step_stats import StalenessStats, StepStats
-from cluster.train_report import (
-    DashboardMetrics,
-    baseline_summary,
-    log_line,
-    progress_bar,
-    results_table,
-    run_summary,
-    warn_infra_errors,
-    warn_local_output,
-    write_summary,
-)
 from cluster.train_state import (
     Checkpoints,
     TrainState,
@@ -105,15 +95,15 @@ class GrpoRecipe:
         self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
         tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
         self.baselines = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
-        figures = baseline_summary(self.baselines)
+        figures = report.baseline_summary(self.baselines)
         self.console.print(f"held-out baselines: best single {figures['best_single_accuracy']:.3f}, "
                            f"random router {figures['random_router_accuracy']:.3f}")
-        warn_infra_errors(self.console, "held-out baselines", sum(figures["baseline_infra_errors"].values()))
+        report.warn_infra_errors(self.console, "held-out baselines", sum(figures["baseline_infra_errors"].values()))
 
         # The cluster: engines, rollout actors, learners, weight sync.
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         self.stack.callback(ray.shutdown)
-        warn_local_output(self.out, sum(node["Alive"] for node in ray.nodes()), self.console)
+        report.warn_local_output(self.out, sum(node["Alive"] for node in ray.nodes()), self.console)
         self.store_path, store_options = config.store()
         self.store = ReplayStore(self.store_path, storage_options=store_options or None)
         self.engines = start_engines(self.policy, config.engine, config.seed, engine_placement_group(config.engine),
@@ -125,7 +115,7 @@ class GrpoRecipe:
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
         self.learners = self._start_learners()
         self.checkpoints = Checkpoints(self.out, config.learner.keep_checkpoints)
-        self.metrics = DashboardMetrics(config.run_name)
+        self.metrics = report.DashboardMetrics(config.run_name)
         self.state = TrainState()
         if config.train.resume and self.checkpoints.latest():
             self.state = self.checkpoints.load(self.learners, self.checkpoints.latest())
@@ -179,14 +169,14 @@ class GrpoRecipe:
     def train(self) -> None:
         config, state = self.config, self.state
         segment_start = time.time()
-        with progress_bar(self.console, config.train.steps, state.step) as progress:
+        with report.progress_bar(self.console, config.train.steps, state.step) as progress:
             while state.step < config.train.steps:
                 stats = self.train_step()
                 if stats is None:
                     continue  # the learner group was rebuilt mid-step; the step's groups were dropped
                 row = stats.row()
                 state.history.append(row)
-                self.console.print(log_line(row))
+                self.console.print(report.log_line(row))
                 progress.update(state.step, f"reward {row['mean_reward']:.2f} best {max(state.best_val, 0):.2f}")
                 self.metrics.update(dict(row, policy_version=state.version))
                 self.chaos.on_step(state.step)
@@ -298,11 +288,9 @@ class GrpoRecipe:
         self.metrics.update({"val_accuracy": result.accuracy})
         score = best.validation_score(result, self.config.train)
         better = score > state.best_val
-        kept = best.verdict(result, self.config.train, better, state.best_val, state.best_step)
-        self.console.print(f"  validation: accuracy {result.accuracy:.3f} ({result.domain_accuracy:.3f} over "
-                           f"domains), reward {result.mean_reward:.3f}, format {result.format_rate:.2f}, worker "
-                           f"tokens {result.worker_tokens_per_rollout:,.0f} ({result.domain_worker_tokens:,.0f} "
-                           f"over domains)  ({kept})")
+        self.console.print(report.validation_line(result, kept=better, best_val=state.best_val,
+                                                  best_step=state.best_step,
+                                                  within_budget=best.within_budget(result, self.config.train)))
         if better:
             previous = state.best_val, state.best_step
             state.best_val, state.best_step = score, state.step
@@ -359,16 +347,16 @@ class GrpoRecipe:
         elif state.best_step == -1 and self.config.train.val_max_worker_tokens is not None:
             self.console.print("[yellow]no validated policy within train.val_max_worker_tokens: evaluating the last[/]")
         heldout = self.evaluate(list(self.splits.heldout))
-        warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
+        report.warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
         exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
         self._look_after_actors()
-        summary = run_summary(self.config, self.state, heldout, self.splits.heldout, self.baselines, self.out,
+        summary = report.run_summary(self.config, self.state, heldout, self.splits.heldout, self.baselines, self.out,
                               policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
                               chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
                               wall_seconds=time.time() - self.started, store=self.store_path)
         publish_trained(self.out)
-        write_summary(self.out, summary)
-        self.console.print(results_table(summary))
+        report.write_summary(self.out, summary)
+        self.console.print(report.results_table(summary))
         self.console.print(f"summary: {self.out.path('summary.json')}; policy: {exported}; "
                            f"checkpoints: {self.out.path('checkpoints')}; rollouts: {self.store_path}")
         return summary

@@ -1,4 +1,4 @@
-"""What a training run shows and leaves behind: the per-step log line, Ray dashboard gauges, the final
+"""What a training run shows and leaves behind: the per-step and validation log lines, Ray dashboard gauges, the final
 table, the reward-curve PNG and ``summary.json`` (read by other tools: keep its keys stable)."""
 
 from __future__ import annotations
@@ -24,6 +24,17 @@ LOG_FIELDS = (  # (key, label, format)
     ("loss", "loss", "{:+.4f}"), ("grad_norm", "gnorm", "{:.3f}"), ("lr", "lr", "{:.1e}"),
     ("rollout_s", "rollout", "{:.1f}s"), ("train_s", "train", "{:.1f}s"), ("sync_s", "sync", "{:.2f}s"),
 )
+
+
+def validation_line(result: Any, *, kept: bool, within_budget: bool, best_val: float, best_step: int) -> str:
+    """A validation's log line (``result``: its RolloutStats), ending with what it did to the kept checkpoint."""
+    note = ("best so far: kept" if kept else f"best {best_val:.3f} at step {best_step}" if best_step >= 0
+            else "none kept yet")
+    if not within_budget:
+        note = f"over the token budget; {note}"
+    return (f"  validation: accuracy {result.accuracy:.3f} ({result.domain_accuracy:.3f} over domains), reward "
+            f"{result.mean_reward:.3f}, format {result.format_rate:.2f}, worker tokens "
+            f"{result.worker_tokens_per_rollout:,.0f} ({result.domain_worker_tokens:,.0f} over domains)  ({note})")
 
 
 def log_line(row: dict[str, Any]) -> str:

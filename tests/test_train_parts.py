@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cluster.train_report import log_line
+from cluster.train_report import log_line, validation_line
 from cluster.train_state import TrainState
 from conductor.config import LearnerConfig
 from conductor.config_loader import ConfigError, load_config
@@ -90,6 +90,22 @@ def test_log_line_names_the_step_and_phase_times():
     assert line.startswith("step    7 v8")
     for part in ("reward 0.750", "pass 0.50", "format 0.90", "rollout 1.2s", "sync 0.02s", "infra 2"):
         assert part in line
+
+
+def test_validation_line_says_what_happened_to_the_kept_checkpoint():
+    from conductor.rollout_summary import RolloutStats
+
+    result = RolloutStats(rollouts=10, infra_errors=0, format_rate=1.0, accuracy=0.8, mean_reward=0.75,
+                          steps_per_workflow=2.0, conductor_tokens_per_rollout=40, worker_tokens_per_rollout=2200,
+                          cost_usd_per_rollout=0.01, domain_accuracy=0.7, domain_reward=0.65,
+                          domain_worker_tokens=2300)
+    kept = validation_line(result, kept=True, within_budget=True, best_val=0.5, best_step=3)
+    assert kept.startswith("  validation: accuracy 0.800 (0.700 over domains)") and kept.endswith("(best so far: kept)")
+    assert "worker tokens 2,200 (2,300 over domains)" in kept
+    behind = validation_line(result, kept=False, within_budget=True, best_val=0.9, best_step=20)
+    assert behind.endswith("(best 0.900 at step 20)")
+    over = validation_line(result, kept=False, within_budget=False, best_val=float("-inf"), best_step=-1)
+    assert over.endswith("(over the token budget; none kept yet)")
 
 
 def test_learner_config_rejects_bad_values_with_their_path():
