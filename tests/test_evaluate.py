@@ -35,7 +35,8 @@ def evaluated(tmp_path_factory, shared_data):
     argv = ["--config", "configs/eval-paper7.yaml", "--set", f"output.dir={out}", "--set", "run_name=t",
             "--set", f"simulator.data_dir={shared_data}", "--set", f"evaluate.questions_per_domain={PER_DOMAIN}",
             "--set", "simulator.latency_scale=0", "--set", "evaluate.repeats=2",
-            "--set", "evaluate.methods=[single,oracle,random,self_reflection:gpt-5,consensus:gemini-2.5-pro,moa]"]
+            "--set", "evaluate.methods=[single,oracle,random,self_reflection:gpt-5,consensus:gemini-2.5-pro,moa,"
+            "solve_check:gemini-2.5-pro>claude-sonnet-4]"]
     assert evaluate_main(argv) == 0
     run = out / "t"
     rows = pq.read_table(run / "outcomes.parquet").to_pylist()
@@ -71,6 +72,9 @@ def test_each_method_makes_the_calls_its_design_says(evaluated):
     assert {r["worker_calls"] for r in by_method["self_reflection"]} == {5}
     assert {r["worker_calls"] for r in by_method["consensus"]} == {5}
     assert {r["worker_calls"] for r in by_method["single"]} == {1}
+    checked = by_method["solve_check"]  # the solver alone, then the checker seeing its answer
+    assert checked and all(r["workers"] == ["gemini-2.5-pro", "claude-sonnet-4"] and r["access"] == ["[]", "all"]
+                           for r in checked)
     assert {r["worker_calls"] for r in by_method["oracle"]} == {7}
     assert all(r["usd"] > 0 and r["worker_prompt_tokens"] > 0 and r["correct"] is not None for r in rows)
     aggregators = {r["workers"][-1] for r in by_method["moa"]}
@@ -109,7 +113,9 @@ def test_earlier_outcomes_are_reused_not_run_again(evaluated, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("methods, message", [("[single,nonsense]", "unknown method 'nonsense'"),
-                                              ("[single:gpt-6]", "no worker 'gpt-6'")])
+                                              ("[single:gpt-6]", "no worker 'gpt-6'"),
+                                              ("[solve_check:gpt-5]", "two workers in order"),
+                                              ("[solve_check:gpt-5>gpt-6]", "no worker 'gpt-6'")])
 def test_a_bad_method_name_is_a_clear_error(methods, message, capsys, tmp_path):
     code = evaluate_main(["--config", "configs/eval-paper7.yaml", "--set", f"output.dir={tmp_path}",
                           "--set", f"evaluate.methods={methods}", "--set", "evaluate.questions_per_domain=1"])

@@ -10,6 +10,9 @@ dollars and latency are counted the same way. Deviations from the reference desi
 - ``consensus:<worker>``: 5 independent samples of one worker (distinct sampling seeds, temperature 0.7),
   majority vote over their stated answers; ties go to the earliest sample. The vote is computed, not
   asked of a model, so it costs no call.
+- ``solve_check:<solver>><checker>``: one worker solves, another sees its answer and checks it (a two-step
+  workflow a user would write by hand, and the simplest thing a Conductor can learn beyond routing: on
+  ``paper-7`` it shows how much a verifier adds in each domain, and at what token cost).
 - ``moa``: Mixture-of-Agents as the paper ran it: one proposer layer (every worker answers alone), then a
   randomly drawn worker aggregates all proposals: 8 calls with 7 workers. Deviation: the proposals reach
   the aggregator as earlier turns of its conversation (the executor's format), where MoA's reference code
@@ -37,6 +40,8 @@ REFLECT = ("Review all of your earlier attempts above, find any mistakes in them
 AGGREGATE = ("Several models have answered the question above. Synthesize their responses into one answer of "
              "the highest quality: evaluate them critically, since some may be wrong or biased, do not just "
              "copy one of them, and give a refined, accurate final answer in the format the question asks for.")
+CHECK = ("Check the answer above for mistakes, fix any you find, and give the final answer in the format the "
+         "question asks for.")
 SELF_REFLECTION_CALLS = 5
 CONSENSUS_SAMPLES = 5
 CONSENSUS_TEMPERATURE = 0.7
@@ -100,6 +105,18 @@ class Consensus:
             return attempt
         attempt.answer = majority([s.response or "" for s in attempt.steps], task)
         return attempt
+
+
+@dataclass
+class SolveThenCheck:
+    name: str
+    context: MethodContext
+    solver: int
+    checker: int
+
+    async def attempt(self, task: Task, repeat: int) -> Attempt:
+        steps = (Step(self.solver, SOLVE, ()), Step(self.checker, CHECK, ALL))
+        return await run_workflow(self.context, Workflow(steps), task)
 
 
 @dataclass

@@ -23,11 +23,12 @@ from conductor.roster import Roster
 from conductor.tasks.task import Task
 
 PER_WORKER = ("single", "self_reflection", "consensus")
+PAIRS = ("solve_check",)  # <kind>:<first>><second>, the pair named: every ordered pair would be 42 rows on paper-7
 POOL_WIDE = ("random", "moa", "smoothie_dependent", "smoothie_independent", "router_dc", "masrouter",
              "rllib_router")
 DERIVED = ("oracle",)  # computed by the report from other methods' rows
 TRAINED = ("router_dc", "masrouter", "rllib_router")  # learn on MethodContext.train_tasks
-KNOWN = PER_WORKER + POOL_WIDE + CONDUCTOR_METHODS + DERIVED
+KNOWN = PER_WORKER + PAIRS + POOL_WIDE + CONDUCTOR_METHODS + DERIVED
 
 
 class Method(Protocol):
@@ -85,6 +86,9 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
                 raise ValueError(f"method {kind!r} uses the whole pool; it takes no ':<worker>'")
             methods.append(_pool_wide(kind, context))
             continue
+        if kind in PAIRS:
+            methods.append(_pair(kind, worker, workers, context))
+            continue
         if worker and worker not in workers:
             raise ValueError(f"method {name!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
         cls = {"single": fixed.SingleWorker, "self_reflection": fixed.SelfReflection,
@@ -96,6 +100,18 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
     for method in methods:
         unique.setdefault(method.name, method)
     return list(unique.values())
+
+
+def _pair(kind: str, pair: str, workers: list[str], context: MethodContext) -> Method:
+    from conductor.evaluation.fixed_methods import SolveThenCheck
+
+    first, sep, second = pair.partition(">")
+    if not sep:
+        raise ValueError(f"method {kind!r} takes two workers in order: {kind}:<solver>><checker>")
+    for worker in (first, second):
+        if worker not in workers:
+            raise ValueError(f"method {kind}:{pair!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
+    return SolveThenCheck(f"{kind}:{pair}", context, workers.index(first), workers.index(second))
 
 
 def _pool_wide(kind: str, context: MethodContext) -> Method:
