@@ -15,6 +15,7 @@ from cluster.evaluate import main as evaluate_main
 from cluster.evaluate import run
 from conductor.config import FaultRates, SimulatorConfig
 from conductor.config_loader import load_config
+from conductor.evaluation import fixed_methods
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext, build_methods
 from conductor.evaluation.paper_reference import PAPER, SELF_REFLECTION_GAIN, TOLERANCE
@@ -23,6 +24,7 @@ from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.simulator.oracle import Oracle
 from conductor.simulator.presets import PAPER7_TABLE, load_preset, simulated_pool_config
+from conductor.simulator.roles import Role, classify
 from conductor.simulator.server import SimulatorServer
 from tests.support.direct_pool import DirectPool
 
@@ -73,8 +75,11 @@ def test_each_method_makes_the_calls_its_design_says(evaluated):
     assert {r["worker_calls"] for r in by_method["consensus"]} == {5}
     assert {r["worker_calls"] for r in by_method["single"]} == {1}
     checked = by_method["solve_check"]  # the solver alone, then the checker seeing its answer
-    assert checked and all(r["workers"] == ["gemini-2.5-pro", "claude-sonnet-4"] and r["access"] == ["[]", "all"]
-                           for r in checked)
+    assert checked and {r["worker_calls"] for r in checked} == {2}
+    assert all(r["workers"] == ["gemini-2.5-pro", "claude-sonnet-4"] and r["access"] == ["[]", "all"] for r in checked)
+    # the simulator reads the checker's subtask as a check, not a second solve (conductor/simulator/roles.py)
+    assert classify(fixed_methods.CHECK, visible_answers=1) is Role.VERIFY
+    assert classify(fixed_methods.SOLVE, visible_answers=0) is Role.SOLVE
     assert {r["worker_calls"] for r in by_method["oracle"]} == {7}
     assert all(r["usd"] > 0 and r["worker_prompt_tokens"] > 0 and r["correct"] is not None for r in rows)
     aggregators = {r["workers"][-1] for r in by_method["moa"]}

@@ -10,9 +10,9 @@ dollars and latency are counted the same way. Deviations from the reference desi
 - ``consensus:<worker>``: 5 independent samples of one worker (distinct sampling seeds, temperature 0.7),
   majority vote over their stated answers; ties go to the earliest sample. The vote is computed, not
   asked of a model, so it costs no call.
-- ``solve_check:<solver>><checker>``: one worker solves, another sees its answer and checks it (a two-step
-  workflow a user would write by hand, and the simplest thing a Conductor can learn beyond routing: on
-  ``paper-7`` it shows how much a verifier adds in each domain, and at what token cost).
+- ``solve_check:<solver>><checker>``: one worker solves, a second (the same one allowed) sees its answer
+  and checks it: a two-step workflow a user would write by hand, and the simplest thing a Conductor can
+  learn beyond routing. On ``paper-7`` it shows what a verifier adds in each domain, and at what tokens.
 - ``moa``: Mixture-of-Agents as the paper ran it: one proposer layer (every worker answers alone), then a
   randomly drawn worker aggregates all proposals: 8 calls with 7 workers. Deviation: the proposals reach
   the aggregator as earlier turns of its conversation (the executor's format), where MoA's reference code

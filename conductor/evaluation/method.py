@@ -3,7 +3,8 @@
 A method gets a ``MethodContext`` (the pool's workers in their configured order, an executor over the
 pool, a seed) and returns an ``Attempt``; the harness times, verifies and records it. ``build_methods``
 turns the names a user writes in ``evaluate.methods`` into methods; a name without ``:<worker>`` expands to
-one method per worker (``single`` -> ``single:gpt-5``, ...). ``conductor`` and ``conductor_recursive`` need
+one method per worker (``single`` -> ``single:gpt-5``, ...); a pair method is always named in full
+(``solve_check:gemini-2.5-pro>claude-sonnet-4``). ``conductor`` and ``conductor_recursive`` need
 a trained policy in the context (``evaluate.policy``).
 """
 
@@ -23,7 +24,7 @@ from conductor.roster import Roster
 from conductor.tasks.task import Task
 
 PER_WORKER = ("single", "self_reflection", "consensus")
-PAIRS = ("solve_check",)  # <kind>:<first>><second>, the pair named: every ordered pair would be 42 rows on paper-7
+PAIRS = ("solve_check",)  # <kind>:<first>><second>, always named: every ordered pair would be 49 rows on paper-7
 POOL_WIDE = ("random", "moa", "smoothie_dependent", "smoothie_independent", "router_dc", "masrouter",
              "rllib_router")
 DERIVED = ("oracle",)  # computed by the report from other methods' rows
@@ -87,7 +88,7 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
             methods.append(_pool_wide(kind, context))
             continue
         if kind in PAIRS:
-            methods.append(_pair(kind, worker, workers, context))
+            methods.append(_pair(name, workers, context))
             continue
         if worker and worker not in workers:
             raise ValueError(f"method {name!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
@@ -102,16 +103,18 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
     return list(unique.values())
 
 
-def _pair(kind: str, pair: str, workers: list[str], context: MethodContext) -> Method:
+def _pair(name: str, workers: list[str], context: MethodContext) -> Method:
+    """Worker ids cannot contain '>' (conductor/config.py), so the pair splits one way only."""
     from conductor.evaluation.fixed_methods import SolveThenCheck
 
+    kind, _, pair = name.partition(":")
     first, sep, second = pair.partition(">")
     if not sep:
         raise ValueError(f"method {kind!r} takes two workers in order: {kind}:<solver>><checker>")
     for worker in (first, second):
         if worker not in workers:
-            raise ValueError(f"method {kind}:{pair!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
-    return SolveThenCheck(f"{kind}:{pair}", context, workers.index(first), workers.index(second))
+            raise ValueError(f"method {name!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
+    return SolveThenCheck(name, context, workers.index(first), workers.index(second))
 
 
 def _pool_wide(kind: str, context: MethodContext) -> Method:
