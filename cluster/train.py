@@ -351,9 +351,9 @@ class GrpoRecipe:
         exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
         self._look_after_actors()
         summary = report.run_summary(self.config, self.state, heldout, self.splits.heldout, self.baselines, self.out,
-                              policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
-                              chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
-                              wall_seconds=time.time() - self.started, store=self.store_path)
+                                     policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
+                                     chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
+                                     wall_seconds=time.time() - self.started, store=self.store_path)
         publish_trained(self.out)
         report.write_summary(self.out, summary)
         self.console.print(report.results_table(summary))

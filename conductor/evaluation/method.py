@@ -90,8 +90,8 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
         if kind in PAIRS:
             methods.append(_pair(name, workers, context))
             continue
-        if worker and worker not in workers:
-            raise ValueError(f"method {name!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
+        if worker:
+            _check_worker(name, worker, workers)
         cls = {"single": fixed.SingleWorker, "self_reflection": fixed.SelfReflection,
                "consensus": fixed.Consensus}[kind]
         methods += [cls(f"{kind}:{w}", context, workers.index(w)) for w in ([worker] if worker else workers)]
@@ -103,6 +103,11 @@ def build_methods(names: list[str], context: MethodContext) -> list[Method]:
     return list(unique.values())
 
 
+def _check_worker(name: str, worker: str, workers: list[str]) -> None:
+    if worker not in workers:
+        raise ValueError(f"method {name!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
+
+
 def _pair(name: str, workers: list[str], context: MethodContext) -> Method:
     """Worker ids cannot contain '>' (conductor/config.py), so the pair splits one way only."""
     from conductor.evaluation.fixed_methods import SolveThenCheck
@@ -112,8 +117,7 @@ def _pair(name: str, workers: list[str], context: MethodContext) -> Method:
     if not sep:
         raise ValueError(f"method {kind!r} takes two workers in order: {kind}:<solver>><checker>")
     for worker in (first, second):
-        if worker not in workers:
-            raise ValueError(f"method {name!r}: no worker {worker!r} in the pool ({', '.join(workers)})")
+        _check_worker(name, worker, workers)
     return SolveThenCheck(name, context, workers.index(first), workers.index(second))
 
 
