@@ -1,11 +1,14 @@
 """The policy a run starts from: the configured model, or a tiny one built here, then (``sft.steps`` >
-0) the SFT warm start that teaches it the workflow format (learner/sft.py). Reused when present, so a
+0) the SFT warm start that teaches it the workflow format (learner/sft.py), with its workers drawn
+uniformly or by a measured per-domain prior (conductor/worker_prior.py). Reused when present, so a
 resumed run starts from the same weights."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 
@@ -14,6 +17,7 @@ from conductor.config import Config
 from conductor.prompt_builder import PromptBuilder
 from conductor.run_output import RunOutput, local_copy
 from conductor.tasks.task import Task
+from conductor.worker_prior import Prior, measure_prior, prior_tasks, roster_weights
 
 
 def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task], console: Console) -> str:
@@ -33,22 +37,46 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     tokenizer = AutoTokenizer.from_pretrained(local_start)
     model = AutoModelForCausalLM.from_pretrained(local_start, dtype=torch.float32)
     builder = PromptBuilder(config, tokenizer, seed=config.seed)
-    prompts = [builder.task_prompt_ids(task, builder.roster()) for task in list(train_tasks)[:config.sft.prompts]]
+    tasks, prior = list(train_tasks)[:config.sft.prompts], None
+    if config.sft.worker_prior == "domain_reward":
+        prior = worker_prior(config, train_tasks, tokenizer, console)
+        tasks = prior_tasks(train_tasks, -(-config.sft.prompts // len({t.domain for t in train_tasks})), config.seed)
+    if not tasks:
+        raise ValueError("the SFT warm start needs training questions")
+    rosters = [builder.roster() for _ in tasks]
+    prompts = [builder.task_prompt_ids(task, roster) for task, roster in zip(tasks, rosters)]
+    weights = None if prior is None else [roster_weights(prior, task.domain, roster.worker_ids)
+                                          for task, roster in zip(tasks, rosters)]
     started = time.time()
 
     def progress(step: int, loss: float) -> None:  # a pretrained model's SFT takes minutes: show it moving
         if (step + 1) % 10 == 0:
             console.print(f"  SFT step {step + 1}: loss {loss:.3f} ({time.time() - started:.0f}s)")
 
-    losses = sft_warm_start(model, tokenizer, prompts, len(config.pool.workers), config.sft, seed=config.seed,
-                            on_step=progress)
+    losses = sft_warm_start(model, tokenizer, prompts, len(rosters[0]), config.sft, seed=config.seed,
+                            on_step=progress, worker_weights=weights)
     model.save_pretrained(out.staged("sft"))
     tokenizer.save_pretrained(out.staged("sft"))
+    if prior is not None:
+        Path(out.staged("sft"), "worker_prior.json").write_text(json.dumps(prior, indent=1, sort_keys=True))
     console.print(f"SFT warm start: {len(losses)} steps in {time.time() - started:.0f}s, "
                   f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
     del model
     release_memory()
     return out.publish("sft")
+
+
+def worker_prior(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console) -> Prior:
+    """The measured domain prior the examples' workers are drawn by, printed as it is measured."""
+    started = time.time()
+    prior, mean_rewards = measure_prior(config, train_tasks, tokenizer, seed=config.seed)
+    console.print(f"SFT worker prior: every worker alone on up to {config.sft.prior_questions} training questions "
+                  f"a domain ({time.time() - started:.0f}s), T={config.sft.prior_temperature}")
+    for domain in sorted(prior):
+        ranked = sorted(prior[domain].items(), key=lambda item: -item[1])
+        console.print(f"  {domain}: " + ", ".join(f"{worker} {weight:.2f} (reward {mean_rewards[domain][worker]:.2f})"
+                                                 for worker, weight in ranked))
+    return prior
 
 
 def release_memory() -> None:

@@ -173,7 +173,7 @@ class RolloutConfig(Section):
 
 
 class SftConfig(Section):
-    """Warm start: teach a fresh policy the workflow format (random workers) before RL."""
+    """Warm start: teach a fresh policy the workflow format (random or domain-weighted workers) before RL."""
 
     steps: int = Field(default=200, ge=0, description="0 = no warm start (a policy that already knows the format)")
     batch_size: int = Field(default=16, ge=1)
@@ -187,6 +187,14 @@ class SftConfig(Section):
                               "read them)")
     target_only_steps: int = Field(default=0, ge=0, description="then this many steps on the target tokens "
                                    "alone (fresh optimizer and schedule): the format's reliability")
+    worker_prior: Literal["uniform", "domain_reward"] = Field(
+        default="uniform", description="the examples' workers: uniformly random, or drawn by each worker's "
+        "measured reward alone on training questions of the prompt's domain (conductor/worker_prior.py; "
+        "the prompts are then drawn evenly across domains)")
+    prior_questions: int = Field(default=64, ge=1, description="domain_reward: training questions of each "
+                                 "domain every worker answers alone (workers x domains x this many calls)")
+    prior_temperature: float = Field(default=0.1, gt=0, description="domain_reward: softmax temperature over "
+                                     "the mean rewards (-> 0: the best worker alone; large: uniform)")
     targets_per_prompt: int = Field(default=1, ge=1, description="> 1: each drawn prompt carries this many "
                                     "example workflows and runs once (learner/shared_prompt.py); target-token "
                                     "loss only. For long prompts: a pretrained model's ~1k-token prompt against "

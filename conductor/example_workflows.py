@@ -1,7 +1,8 @@
-"""Example workflows for the SFT warm start: valid workflows of named shapes with uniformly random workers.
+"""Example workflows for the SFT warm start: valid workflows of named shapes with uniformly random workers
+(or workers weighted by a measured prior: conductor/worker_prior.py).
 
 The warm start teaches the format and the *space* of workflows, not a preference: every worker is drawn
-uniformly, and each shape comes with the plain-English subtasks a person would write for it, so GRPO
+uniformly by default, and each shape comes with the plain-English subtasks a person would write for it, so GRPO
 starts from a policy that already samples every shape it may learn to prefer. Shapes:
 
 - ``solve``: one worker answers (routing);
@@ -21,7 +22,8 @@ greedy and 83% of samples at temperature 1 parsable.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Optional
 
 from conductor.workflow import ALL, Step, Workflow
 
@@ -52,11 +54,21 @@ def shape_steps(shape: str) -> int:
     return len(shape_workflow(shape, [0, 0, 0]).steps)
 
 
-def random_workflow(weights: Mapping[str, float], num_workers: int, rng: random.Random) -> Workflow:
-    """A workflow of a shape drawn by ``weights`` (relative, need not sum to 1) with uniform workers.
+def random_workflow(weights: Mapping[str, float], num_workers: int, rng: random.Random,
+                    worker_weights: Optional[Sequence[float]] = None) -> Workflow:
+    """A workflow of a shape drawn by ``weights`` (relative, need not sum to 1) with uniform workers, or
+    workers drawn by ``worker_weights`` (one per shown worker: conductor/worker_prior.py).
     Draw order (first worker, one uniform for the shape, the other workers) keeps a solve-only menu's
     examples identical to the earlier one-or-two-step sampler's, so seeded toy runs are unchanged."""
-    first = rng.randrange(num_workers)
+    if worker_weights is not None and len(worker_weights) != num_workers:
+        raise ValueError(f"{len(worker_weights)} worker weights for {num_workers} workers")
+
+    def worker() -> int:
+        if worker_weights is None:
+            return rng.randrange(num_workers)
+        return rng.choices(range(num_workers), weights=worker_weights)[0]
+
+    first = worker()
     shapes = [s for s, w in weights.items() if w > 0]
     point, total, shape = rng.random() * sum(weights[s] for s in shapes), 0.0, shapes[-1]
     for candidate in shapes:
@@ -64,5 +76,5 @@ def random_workflow(weights: Mapping[str, float], num_workers: int, rng: random.
         if point < total:
             shape = candidate
             break
-    others = [rng.randrange(num_workers) for _ in range(shape_steps(shape) - 1)]
+    others = [worker() for _ in range(shape_steps(shape) - 1)]
     return shape_workflow(shape, [first] + others)

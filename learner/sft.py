@@ -2,7 +2,9 @@
 parse (a random policy's rewards are all 0, its advantages all 0, and nothing is learned).
 
 Targets are valid workflows of the configured shapes with uniformly random worker ids
-(conductor/example_workflows.py: the format and the space of workflows, not a preference).
+(conductor/example_workflows.py: the format and the space of workflows, not a preference), or with
+worker ids drawn by a measured per-domain prior (``sft.worker_prior: domain_reward``,
+conductor/worker_prior.py: also a preference, which worker for which kind of question).
 Loss is next-token cross-entropy on the target tokens, and by default on the prompt tokens too: a
 model trained only on targets whose worker ids are random learns to ignore the question, and RL then
 has no features to route on. AdamW with linear warmup then cosine decay (the design's measured recipe:
@@ -41,19 +43,40 @@ def lr_at(step: int, settings: SftConfig, steps: int) -> float:
 
 def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
                    settings: SftConfig, seed: int = 0,
-                   on_step: Optional[Callable[[int, float], None]] = None) -> list[float]:
+                   on_step: Optional[Callable[[int, float], None]] = None,
+                   worker_weights: Optional[Sequence[Sequence[float]]] = None) -> list[float]:
     """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses of
-    both phases. ``settings`` is the config's ``sft`` section (``prompts`` is the caller's business)."""
-    losses = _phase(model, tokenizer, prompts, num_workers, settings, settings.steps, settings.prompt_loss, seed,
-                    on_step)
+    both phases. ``settings`` is the config's ``sft`` section (``prompts`` is the caller's business).
+    ``worker_weights``, one row per prompt, draws that prompt's example workers (conductor/worker_prior.py)
+    instead of uniformly."""
+    if worker_weights is not None and len(worker_weights) != len(prompts):
+        raise ValueError(f"{len(worker_weights)} rows of worker weights for {len(prompts)} prompts")
+    examples = _Examples(prompts, worker_weights, num_workers, settings)
+    losses = _phase(model, tokenizer, examples, settings, settings.steps, settings.prompt_loss, seed, on_step)
     if settings.target_only_steps:
-        losses += _phase(model, tokenizer, prompts, num_workers, settings, settings.target_only_steps, False, seed,
-                         on_step)
+        losses += _phase(model, tokenizer, examples, settings, settings.target_only_steps, False, seed, on_step)
     return losses
 
 
-def _phase(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
-           settings: SftConfig, steps: int, prompt_loss: bool, seed: int,
+class _Examples:
+    """(prompt, example workflow) draws: a prompt uniformly, then a workflow for it."""
+
+    def __init__(self, prompts: Sequence[list[int]], worker_weights: Optional[Sequence[Sequence[float]]],
+                 num_workers: int, settings: SftConfig):
+        self.prompts, self.worker_weights = prompts, worker_weights
+        self.num_workers, self.settings = num_workers, settings
+
+    def prompt(self, rng: random.Random) -> int:
+        return rng.randrange(len(self.prompts))  # the same draw as rng.choice(prompts)
+
+    def target(self, index: int, tokenizer, rng: random.Random, end: int) -> list[int]:
+        weights = self.worker_weights[index] if self.worker_weights is not None else None
+        text = random_workflow(self.settings.shapes, self.num_workers, rng, weights).render()
+        return tokenizer(text, add_special_tokens=False)["input_ids"] + [end]
+
+
+def _phase(model: torch.nn.Module, tokenizer, examples: _Examples, settings: SftConfig, steps: int,
+           prompt_loss: bool, seed: int,
            on_step: Optional[Callable[[int, float], None]] = None) -> list[float]:
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -66,9 +89,9 @@ def _phase(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, settings, steps)
         if settings.targets_per_prompt > 1:
-            loss = _shared_prompt_loss(model, tokenizer, prompts, num_workers, settings, rng, end, pad)
+            loss = _shared_prompt_loss(model, tokenizer, examples, settings, rng, end, pad)
         else:
-            loss = _loss(model, tokenizer, prompts, num_workers, settings, rng, end, pad, prompt_loss)
+            loss = _loss(model, tokenizer, examples, settings, rng, end, pad, prompt_loss)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -80,32 +103,28 @@ def _phase(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_
     return losses
 
 
-def _target(tokenizer, settings: SftConfig, num_workers: int, rng: random.Random, end: int) -> list[int]:
-    text = random_workflow(settings.shapes, num_workers, rng).render()
-    return tokenizer(text, add_special_tokens=False)["input_ids"] + [end]
-
-
-def _shared_prompt_loss(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
-                        settings: SftConfig, rng: random.Random, end: int, pad: int) -> torch.Tensor:
+def _shared_prompt_loss(model: torch.nn.Module, tokenizer, examples: _Examples, settings: SftConfig,
+                        rng: random.Random, end: int, pad: int) -> torch.Tensor:
     """Mean cross-entropy of the target tokens, each drawn prompt run once for its k targets."""
     sequences = []
     for _ in range(settings.batch_size // settings.targets_per_prompt):
-        prompt = tuple(rng.choice(prompts))
+        index = examples.prompt(rng)
+        prompt = tuple(examples.prompts[index])
         for _ in range(settings.targets_per_prompt):
-            target = tuple(_target(tokenizer, settings, num_workers, rng, end))
+            target = tuple(examples.target(index, tokenizer, rng, end))
             sequences.append(TrainSequence(prompt, target, (0.0,) * len(target), 0.0))
     batch = collate_shared(sequences, pad)
     logprobs = shared_prompt_logprobs(model, batch)
     return -(logprobs * batch.completion_mask).sum() / batch.completion_mask.sum()
 
 
-def _loss(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int, settings: SftConfig,
-          rng: random.Random, end: int, pad: int, prompt_loss: bool) -> torch.Tensor:
+def _loss(model: torch.nn.Module, tokenizer, examples: _Examples, settings: SftConfig, rng: random.Random, end: int,
+          pad: int, prompt_loss: bool) -> torch.Tensor:
     """Next-token cross-entropy over prompt + target (or the target alone) of ``batch_size`` drawn pairs."""
     rows = []
     for _ in range(settings.batch_size):
-        prompt = list(rng.choice(prompts))
-        rows.append((prompt, _target(tokenizer, settings, num_workers, rng, end)))
+        index = examples.prompt(rng)
+        rows.append((list(examples.prompts[index]), examples.target(index, tokenizer, rng, end)))
     width = max(len(p) + len(t) for p, t in rows)
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)

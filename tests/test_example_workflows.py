@@ -64,3 +64,12 @@ def test_a_bad_menu_is_a_clear_config_error():
     with pytest.raises(ValueError, match="more steps than executor.max_steps"):
         Config(executor={"max_steps": 2}, sft={"shapes": {"verify_chain": 1.0}})
     Config(executor={"max_steps": 2}, sft={"steps": 0, "shapes": {"verify_chain": 1.0}})
+
+
+def test_worker_weights_draw_the_workers_of_every_step():
+    rng = random.Random(1)
+    drawn = [random_workflow({"solve": 1, "verify": 1}, 3, rng, worker_weights=[0, 3, 1]) for _ in range(2000)]
+    workers = collections.Counter(s.worker for w in drawn for s in w.steps)
+    assert set(workers) == {1, 2} and 2.5 < workers[1] / workers[2] < 3.5
+    with pytest.raises(ValueError, match="2 worker weights for 3 workers"):
+        random_workflow({"solve": 1}, 3, rng, worker_weights=[1, 1])

@@ -52,16 +52,17 @@ def test_shared_prompt_targets_give_the_plain_target_loss(tmp_path):
     each (prompt, target) row."""
     import random
 
-    from learner.sft import _shared_prompt_loss, _target
+    from learner.sft import _Examples, _shared_prompt_loss
 
     model, tokenizer, prompts = tiny(tmp_path)
     config = SftConfig(batch_size=4, targets_per_prompt=2, prompt_loss=False, shapes={"solve": 1.0, "verify": 1.0})
+    examples = _Examples(prompts, None, 3, config)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    shared = _shared_prompt_loss(model, tokenizer, prompts, 3, config, random.Random(3), end, end)
+    shared = _shared_prompt_loss(model, tokenizer, examples, config, random.Random(3), end, end)
     rng, rows = random.Random(3), []
     for _ in range(2):
-        prompt = list(rng.choice(prompts))
-        rows += [(prompt, _target(tokenizer, config, 3, rng, end)) for _ in range(2)]
+        index = examples.prompt(rng)
+        rows += [(list(prompts[index]), examples.target(index, tokenizer, rng, end)) for _ in range(2)]
     width = max(len(p) + len(t) for p, t in rows)
     ids = torch.full((4, width), end, dtype=torch.long)
     labels = torch.full((4, width), -100, dtype=torch.long)
@@ -82,3 +83,37 @@ def test_shared_prompt_targets_need_target_only_loss():
         SftConfig(targets_per_prompt=4, prompt_loss=True, steps=10)
     with pytest.raises(ValidationError, match="multiple"):
         SftConfig(targets_per_prompt=3, prompt_loss=False, batch_size=16)
+
+
+def test_worker_weights_pick_each_prompts_workers(tmp_path):
+    """A prompt whose weights name one worker gets examples naming that worker alone; each prompt keeps its
+    own row; and without weights the seeded examples are the uniform ones they always were."""
+    import random
+
+    from conductor.workflow import parse_workflow
+    from learner.sft import _Examples
+
+    _, tokenizer, prompts = tiny(tmp_path)
+    config = SftConfig(shapes={"solve": 1.0, "verify": 1.0})
+    weighted = _Examples(prompts[:2], [[0, 0, 1], [1, 0, 0]], 3, config)
+    rng, seen = random.Random(5), {0: set(), 1: set()}
+    for _ in range(40):
+        index = weighted.prompt(rng)
+        workflow = parse_workflow(tokenizer.decode(weighted.target(index, tokenizer, rng, 0)[:-1]), num_workers=3,
+                                  max_steps=5)
+        seen[index] |= {step.worker for step in workflow.steps}
+    assert seen == {0: {2}, 1: {0}}
+    uniform, rng = _Examples(prompts, None, 3, config), random.Random(5)
+    workers = set()
+    for _ in range(40):
+        target = tokenizer.decode(uniform.target(uniform.prompt(rng), tokenizer, rng, 0)[:-1])
+        workers |= {step.worker for step in parse_workflow(target, num_workers=3, max_steps=5).steps}
+    assert workers == {0, 1, 2}
+
+
+def test_worker_weights_must_match_the_prompts(tmp_path):
+    import pytest
+
+    model, tokenizer, prompts = tiny(tmp_path)
+    with pytest.raises(ValueError, match="1 rows of worker weights for 4 prompts"):
+        sft_warm_start(model, tokenizer, prompts, 3, SftConfig(steps=1), worker_weights=[[1, 1, 1]])

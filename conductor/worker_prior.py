@@ -1,0 +1,103 @@
+"""A domain-conditioned worker prior for the SFT warm start: which worker to name in a question's example
+workflows, from how each worker does alone on training questions of that domain under the run's reward.
+
+    weight(w | d) = exp(r(w, d) / T) / sum_v exp(r(v, d) / T)
+
+where r(w, d) is worker w's mean reward on up to ``sft.prior_questions`` training questions of domain d
+(one single-step workflow each, through the run's own prompt, executor, pool and verifier; calls that fail
+on infrastructure are left out), and T is ``sft.prior_temperature``. T -> 0 names the best worker alone;
+a large T approaches the uniform draw.
+
+Why: a policy warm-started on uniformly random workers must learn *which worker for which kind of
+question* from GRPO's per-question signal alone. The pretrained 135M SmolLM2 drifted to one worker for
+every domain within 40 steps instead (docs/architecture.md, runs F and G). This warm start is offline
+reward-weighted regression over the training split, with the domain as the context: GRPO then starts
+from a policy that already routes by domain and still samples the other workers at a rate T sets.
+Cost: workers x domains x ``prior_questions`` calls, once per run (reused with the SFT checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from conductor.config import Config
+from conductor.tasks.task import Task
+
+Prior = dict[str, dict[str, float]]  # domain -> worker id -> weight (each domain's weights sum to 1)
+
+
+def prior_tasks(tasks: Sequence[Task], per_domain: int, seed: int) -> list[Task]:
+    """Up to ``per_domain`` training questions of each domain, drawn without replacement (seeded)."""
+    by_domain: dict[str, list[Task]] = defaultdict(list)
+    for task in tasks:
+        by_domain[task.domain].append(task)
+    rng = random.Random(seed)
+    chosen = []
+    for domain in sorted(by_domain):
+        pool = by_domain[domain]
+        chosen += rng.sample(pool, min(per_domain, len(pool)))
+    return chosen
+
+
+def softmax_prior(mean_rewards: Mapping[str, Mapping[str, float]], temperature: float) -> Prior:
+    """Each domain's mean rewards (worker id -> reward) as softmax weights at ``temperature``."""
+    if temperature <= 0:
+        raise ValueError("sft.prior_temperature must be > 0")
+    prior = {}
+    for domain, rewards in mean_rewards.items():
+        top = max(rewards.values())
+        scores = {worker: math.exp((reward - top) / temperature) for worker, reward in rewards.items()}
+        total = sum(scores.values())
+        prior[domain] = {worker: score / total for worker, score in scores.items()}
+    return prior
+
+
+async def measure_mean_rewards(config: Config, tasks: Sequence[Task], tokenizer: Any, pool: Any,
+                               seed: int = 0) -> dict[str, dict[str, float]]:
+    """domain -> worker id -> mean reward of that worker answering the domain's ``tasks`` alone. A worker
+    whose every call in a domain failed on infrastructure is missing from that domain."""
+    from conductor.baselines import FixedRouter
+    from conductor.rollout import RolloutRunner
+
+    config = config.model_copy(update={"pool": config.pool.model_copy(update={"subset_size": None})})
+    rewards: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for index, worker in enumerate(config.pool.workers):
+        runner = RolloutRunner(config, tokenizer, FixedRouter(lambda index=index: index), pool, seed=seed)
+        for record in await runner.run(list(tasks), group_size=1):
+            if record.reward is not None and record.domain is not None:
+                rewards[record.domain][worker.id].append(record.reward)
+    return {domain: {worker: sum(values) / len(values) for worker, values in by_worker.items()}
+            for domain, by_worker in rewards.items()}
+
+
+def measure_prior(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0) -> tuple[Prior, dict]:
+    """The prior over an in-process pool (the config's providers and limits), and the mean rewards it
+    came from (for the run's log)."""
+    from conductor.local_pool import LocalPool
+
+    chosen = prior_tasks(tasks, config.sft.prior_questions, seed)
+
+    async def main() -> dict[str, dict[str, float]]:
+        pool = LocalPool(config.pool, seed=seed)
+        try:
+            return await measure_mean_rewards(config, chosen, tokenizer, pool, seed)
+        finally:
+            await pool.close()
+
+    mean_rewards = asyncio.run(main())
+    return softmax_prior(mean_rewards, config.sft.prior_temperature), mean_rewards
+
+
+def roster_weights(prior: Prior, domain: str, worker_ids: Sequence[str]) -> list[float]:
+    """The prior's weights for a prompt's roster (in its shown order): uniform for a domain the prior never
+    measured, and a worker it never measured gets the domain's lowest weight (not none)."""
+    weights = prior.get(domain)
+    if not weights:
+        return [1.0] * len(worker_ids)
+    floor = min(weights.values())
+    return [weights.get(worker, floor) for worker in worker_ids]
