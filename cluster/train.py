@@ -169,6 +169,8 @@ class GrpoRecipe:
     def train(self) -> None:
         config, state = self.config, self.state
         segment_start = time.time()
+        if config.train.val_before_train and state.step == 0 and not state.evals:
+            self._validate()
         with report.progress_bar(self.console, config.train.steps, state.step) as progress:
             while state.step < config.train.steps:
                 stats = self.train_step()

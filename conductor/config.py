@@ -288,6 +288,8 @@ class TrainConfig(Section):
         "expression (conductor/workflow_constraint.py), as evaluate.constrain_format deploys the policy")
     heldout_questions: int = Field(default=150, ge=1, description="reported once, at the end")
     eval_every: int = Field(default=10, ge=1)
+    val_before_train: bool = Field(default=False, description="also validate the warm-start policy before step "
+                                   "1: the curve's step 0, and a start no later step beats stays the best")
     refill_rounds: int = Field(default=0, ge=0, description="extra rollout rounds per step replacing groups "
                                "with no reward spread (dynamic sampling); 0 = only filter them")
     eval_temperature: float = Field(default=0.0, ge=0, description="0 = greedy routing at evaluation")

@@ -21,8 +21,10 @@ SMALL = ["run_name=t", "sft.steps=30", "simulator.toy_items_per_domain=10", "tra
          "train.heldout_questions=9", "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
          "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0",
          "train.refill_rounds=1"]
-# The shared 4-step run also validates format-constrained and holds a token budget (its multiplier is logged)
-FIRST = ["train.steps=4", "train.val_constrain_format=true", "reward.worker_token_budget=300"]
+# The shared 4-step run also validates format-constrained, before step 1 too, and holds a token budget (its
+# multiplier is logged)
+FIRST = ["train.steps=4", "train.val_constrain_format=true", "reward.worker_token_budget=300",
+         "train.val_before_train=true"]
 
 
 def independent_baselines(*overrides):
@@ -107,6 +109,8 @@ def test_train_writes_its_outputs(first):
     assert (run / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [line.split()[1] for line in first.stdout.splitlines() if line.startswith("step ")] == ["1", "2", "3", "4"]
     assert "validation: accuracy" in first.stdout and "held-out accuracy" in first.stdout
+    state = json.loads((run / "checkpoints" / "step-4" / "trainer_state.json").read_text())
+    assert [e["step"] for e in state["evals"]] == [0, 2, 4]  # the warm start validated before step 1
     rows = ReplayStore(str(run / "rollouts")).dataset().count_rows()
     assert rows > 4 * 3 * 4  # groups without reward spread (an untrained format) were refilled
     assert ReplayStore(str(run / "rollouts")).versions() == [1, 2, 3, 4]  # v0 is the warm start, replaced at once
@@ -151,5 +155,5 @@ def test_a_collapsed_format_rolls_back_then_stops_with_advice_and_repeats_the_ru
     assert result.returncode != 0
     assert result.stdout.count("rolled back to step-2") == 3
     assert "sampled format rate collapsed 4 times" in result.stderr
-    before = learning(first[0] / "runs" / "t", "step-2")  # steps 1 and 2, and the validation at 2
-    assert len(before) == 3 and learning(tmp_path / "runs" / "t", "step-2") == before
+    before = learning(first[0] / "runs" / "t", "step-2")  # steps 1 and 2, the validations at 0 and 2
+    assert len(before) == 4 and learning(tmp_path / "runs" / "t", "step-2") == before
