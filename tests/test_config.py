@@ -109,8 +109,8 @@ def test_engine_bundles_follow_the_engine_config():
 
 def test_the_7b_recipe_differs_from_the_smollm2_preset_only_where_size_demands():
     """configs/paper-7b.yaml is configs/smollm2-paper7.yaml scaled up: the model, where and how it runs
-    (GPUs, bf16, ZeRO-3), the paper's samples, tokens, steps and lr, and no SFT; prompt, pool, reward,
-    split and seed stay the same."""
+    (GPUs, bf16, ZeRO-3), the paper's samples, tokens, steps and lr, and no SFT (so no KL term holding a warm
+    start); prompt, pool, reward, split, checkpoint choice and seed stay the same."""
     import yaml
 
     def flat(node, prefix=""):
@@ -126,12 +126,13 @@ def test_the_7b_recipe_differs_from_the_smollm2_preset_only_where_size_demands()
     size |= {f"learner.{key}" for key in (
         "zero_stage", "ranks", "num_cpus_per_rank", "num_gpus_per_rank", "dtype", "torch_threads", "lr",
         "lr_schedule", "warmup_steps", "micro_batch_size", "gradient_checkpointing", "weight_sync", "sync_bucket_mb",
-        "checkpoint_every")}
+        "checkpoint_every", "kl_coef")}
     unexplained = {key for key in differ - size if key.split(".")[0] not in ("engine", "sft")}
     assert not unexplained, unexplained
     for same in ("prompt.num_fewshot", "simulator.preset", "reward.wrong", "reward.cost_penalty_per_1k_worker_tokens",
                  "learner.advantage_scale",
-                 "train.domain_weights.code", "train.val_questions",
+                 "reward.penalty_free_worker_tokens", "train.domain_weights.code", "train.val_questions",
+                 "train.best_by", "train.val_max_worker_tokens",
                  "train.heldout_questions", "train.questions_per_step", "seed", "executor.max_steps"):
         assert small[same] == large[same], same
     assert load_config(REPO / "configs/paper-7b.yaml").learner.zero_stage == 3
