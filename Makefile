@@ -70,7 +70,7 @@ results-paper7: $(STAMP)
 	rm docs/results/paper7/report.json docs/results/paper7/report.md docs/results/paper7/outcomes.parquet
 
 # docs/results/smollm2-paper7.{md,json} (+ PNGs and the training curve): train the SmolLM2-135M-Instruct Conductor
-# (~1.5 h here), then score it against every baseline on paper-7's held-out split. The baselines are evaluated once
+# (~65 min here), then score it against every baseline on paper-7's held-out split. The baselines are evaluated once
 # (no Conductor rows) into runs/eval-paper7-baselines and reused. docs/results/smollm2-paper7-untrained.md: the
 # model before SFT and GRPO on 30 held-out questions a domain (its format rate and why it fails, ~4 min).
 BASELINES := single,oracle,random,self_reflection,consensus,moa,smoothie_dependent,smoothie_independent,router_dc,masrouter,rllib_router
