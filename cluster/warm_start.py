@@ -1,7 +1,8 @@
 """The policy a run starts from: the configured model, or a tiny one built here, then (``sft.steps`` >
 0) the SFT warm start that teaches it the workflow format (learner/sft.py), with its workers drawn
-uniformly or by a measured per-domain prior (conductor/worker_prior.py). Reused when present, so a
-resumed run starts from the same weights."""
+uniformly or by a measured per-domain prior (conductor/worker_prior.py), or its examples drawn from a
+measured per-domain menu of workflows (conductor/workflow_prior.py). Reused when present, so a resumed run
+starts from the same weights."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from conductor.prompt_builder import PromptBuilder
 from conductor.run_output import RunOutput, local_copy
 from conductor.tasks.task import Task
 from conductor.worker_prior import Prior, measure_prior, prior_tasks, roster_weights
+from conductor.workflow_prior import MenuPrior, item_name, measure_menu, roster_menu
 
 
 def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task], console: Console) -> str:
@@ -37,16 +39,21 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     tokenizer = AutoTokenizer.from_pretrained(local_start)
     model = AutoModelForCausalLM.from_pretrained(local_start, dtype=torch.float32)
     builder = PromptBuilder(config, tokenizer, seed=config.seed)
-    tasks, prior = list(train_tasks)[:config.sft.prompts], None
+    tasks, prior, menu = list(train_tasks)[:config.sft.prompts], None, None
+    if config.sft.worker_prior != "uniform":
+        tasks = prior_tasks(train_tasks, -(-config.sft.prompts // len({t.domain for t in train_tasks})), config.seed)
     if config.sft.worker_prior == "domain_reward":
         prior = worker_prior(config, train_tasks, tokenizer, console)
-        tasks = prior_tasks(train_tasks, -(-config.sft.prompts // len({t.domain for t in train_tasks})), config.seed)
+    elif config.sft.worker_prior == "workflow_reward":
+        menu = workflow_menu(config, train_tasks, tokenizer, console)
     if not tasks:
         raise ValueError("the SFT warm start needs training questions")
     rosters = [builder.roster() for _ in tasks]
     prompts = [builder.task_prompt_ids(task, roster) for task, roster in zip(tasks, rosters)]
     weights = None if prior is None else [roster_weights(prior, task.domain, roster.worker_ids)
                                           for task, roster in zip(tasks, rosters)]
+    menus = None if menu is None else [roster_menu(menu, task.domain, roster.worker_ids)
+                                       for task, roster in zip(tasks, rosters)]
     started = time.time()
 
     def progress(step: int, loss: float) -> None:  # a pretrained model's SFT takes minutes: show it moving
@@ -54,16 +61,34 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
             console.print(f"  SFT step {step + 1}: loss {loss:.3f} ({time.time() - started:.0f}s)")
 
     losses = sft_warm_start(model, tokenizer, prompts, len(rosters[0]), config.sft, seed=config.seed,
-                            on_step=progress, worker_weights=weights)
+                            on_step=progress, worker_weights=weights, menus=menus)
     model.save_pretrained(out.staged("sft"))
     tokenizer.save_pretrained(out.staged("sft"))
     if prior is not None:
         Path(out.staged("sft"), "worker_prior.json").write_text(json.dumps(prior, indent=1, sort_keys=True))
+    if menu is not None:
+        named = {domain: {item_name(item): weight for item, weight in items.items()} for domain, items in menu.items()}
+        Path(out.staged("sft"), "workflow_prior.json").write_text(json.dumps(named, indent=1, sort_keys=True))
     console.print(f"SFT warm start: {len(losses)} steps in {time.time() - started:.0f}s, "
                   f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
     del model
     release_memory()
     return out.publish("sft")
+
+
+def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console) -> MenuPrior:
+    """The measured per-domain menu the examples are drawn from, printed as it is measured (its likeliest
+    items, with their mean rewards)."""
+    started = time.time()
+    menu, rewards = measure_menu(config, train_tasks, tokenizer, seed=config.seed)
+    console.print(f"SFT workflow prior: each worker alone and pairs among the {config.sft.prior_top_workers} best, "
+                  f"on up to {config.sft.prior_questions} training questions a domain ({time.time() - started:.0f}s), "
+                  f"T={config.sft.prior_temperature}")
+    for domain in sorted(menu):
+        ranked = sorted(menu[domain].items(), key=lambda entry: -entry[1])[:5]
+        console.print(f"  {domain}: " + ", ".join(f"{item_name(item)} {weight:.2f} (reward {rewards[domain][item]:.3f})"
+                                                 for item, weight in ranked))
+    return menu
 
 
 def worker_prior(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console) -> Prior:

@@ -1,5 +1,6 @@
 """Example workflows for the SFT warm start: valid workflows of named shapes with uniformly random workers
-(or workers weighted by a measured prior: conductor/worker_prior.py).
+(or workers weighted by a measured prior: conductor/worker_prior.py; or drawn from a measured menu of
+workflows: conductor/workflow_prior.py).
 
 The warm start teaches the format and the *space* of workflows, not a preference: every worker is drawn
 uniformly by default, and each shape comes with the plain-English subtasks a person would write for it, so GRPO
@@ -34,6 +35,7 @@ PLAN = "Outline an approach. Do not solve."
 SOLVE_WITH_PLAN = "Solve the question with the plan above."
 
 SHAPES = ("solve", "verify", "verify_chain", "aggregate", "plan")
+Menu = Sequence[tuple[Sequence[int], float]]  # (shown worker indices, weight): conductor/workflow_prior.py
 
 
 def shape_workflow(shape: str, workers: list[int]) -> Workflow:
@@ -78,3 +80,15 @@ def random_workflow(weights: Mapping[str, float], num_workers: int, rng: random.
             break
     others = [worker() for _ in range(shape_steps(shape) - 1)]
     return shape_workflow(shape, [first] + others)
+
+
+def menu_workflow(menu: Menu, rng: random.Random) -> Workflow:
+    """One (shown worker indices, weight) item of a measured menu (conductor/workflow_prior.py), drawn by
+    weight: one index solves, two are a solver and its checker (the ``verify`` shape)."""
+    if not menu:
+        raise ValueError("an empty workflow menu")
+    workers, _ = rng.choices(menu, weights=[weight for _, weight in menu])[0]
+    shape = {1: "solve", 2: "verify"}.get(len(workers))
+    if shape is None:
+        raise ValueError(f"a menu item of {len(workers)} workers; items have one (solve) or two (verify)")
+    return shape_workflow(shape, list(workers))

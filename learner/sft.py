@@ -4,7 +4,8 @@ parse (a random policy's rewards are all 0, its advantages all 0, and nothing is
 Targets are valid workflows of the configured shapes with uniformly random worker ids
 (conductor/example_workflows.py: the format and the space of workflows, not a preference), or with
 worker ids drawn by a measured per-domain prior (``sft.worker_prior: domain_reward``,
-conductor/worker_prior.py: also a preference, which worker for which kind of question).
+conductor/worker_prior.py: also a preference, which worker for which kind of question), or whole
+workflows drawn from a measured per-domain menu (``workflow_reward``, conductor/workflow_prior.py).
 Loss is next-token cross-entropy on the target tokens, and by default on the prompt tokens too: a
 model trained only on targets whose worker ids are random learns to ignore the question, and RL then
 has no features to route on. AdamW with linear warmup then cosine decay (the design's measured recipe:
@@ -30,7 +31,7 @@ from typing import Optional
 import torch
 
 from conductor.config import SftConfig
-from conductor.example_workflows import random_workflow
+from conductor.example_workflows import Menu, menu_workflow, random_workflow
 from learner.lr_schedule import lr_factor
 from learner.shared_prompt import collate_shared, shared_prompt_logprobs
 from learner.train_batch import TrainSequence
@@ -44,14 +45,20 @@ def lr_at(step: int, settings: SftConfig, steps: int) -> float:
 def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int]], num_workers: int,
                    settings: SftConfig, seed: int = 0,
                    on_step: Optional[Callable[[int, float], None]] = None,
-                   worker_weights: Optional[Sequence[Sequence[float]]] = None) -> list[float]:
+                   worker_weights: Optional[Sequence[Sequence[float]]] = None,
+                   menus: Optional[Sequence[Menu]] = None) -> list[float]:
     """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses of
     both phases. ``settings`` is the config's ``sft`` section (``prompts`` is the caller's business).
     ``worker_weights``, one row per prompt, draws that prompt's example workers (conductor/worker_prior.py)
-    instead of uniformly."""
-    if worker_weights is not None and len(worker_weights) != len(prompts):
-        raise ValueError(f"{len(worker_weights)} rows of worker weights for {len(prompts)} prompts")
-    examples = _Examples(prompts, worker_weights, num_workers, settings)
+    instead of uniformly; ``menus``, one per prompt, draws its whole example workflows
+    (conductor/workflow_prior.py) instead of shapes and workers (an empty menu, a roster that shows none of
+    its workers: the shapes and uniform workers)."""
+    for name, rows in (("rows of worker weights", worker_weights), ("menus", menus)):
+        if rows is not None and len(rows) != len(prompts):
+            raise ValueError(f"{len(rows)} {name} for {len(prompts)} prompts")
+    if worker_weights is not None and menus is not None:
+        raise ValueError("worker weights and menus are two ways to draw the examples: give one")
+    examples = _Examples(prompts, worker_weights, menus, num_workers, settings)
     losses = _phase(model, tokenizer, examples, settings, settings.steps, settings.prompt_loss, seed, on_step)
     if settings.target_only_steps:
         losses += _phase(model, tokenizer, examples, settings, settings.target_only_steps, False, seed, on_step)
@@ -62,16 +69,19 @@ class _Examples:
     """(prompt, example workflow) draws: a prompt uniformly, then a workflow for it."""
 
     def __init__(self, prompts: Sequence[list[int]], worker_weights: Optional[Sequence[Sequence[float]]],
-                 num_workers: int, settings: SftConfig):
-        self.prompts, self.worker_weights = prompts, worker_weights
+                 menus: Optional[Sequence[Menu]], num_workers: int, settings: SftConfig):
+        self.prompts, self.worker_weights, self.menus = prompts, worker_weights, menus
         self.num_workers, self.settings = num_workers, settings
 
     def prompt(self, rng: random.Random) -> int:
         return rng.randrange(len(self.prompts))  # the same draw as rng.choice(prompts)
 
     def target(self, index: int, tokenizer, rng: random.Random, end: int) -> list[int]:
-        weights = self.worker_weights[index] if self.worker_weights is not None else None
-        text = random_workflow(self.settings.shapes, self.num_workers, rng, weights).render()
+        if self.menus is not None and self.menus[index]:
+            text = menu_workflow(self.menus[index], rng).render()
+        else:
+            weights = self.worker_weights[index] if self.worker_weights is not None else None
+            text = random_workflow(self.settings.shapes, self.num_workers, rng, weights).render()
         return tokenizer(text, add_special_tokens=False)["input_ids"] + [end]
 
 

@@ -73,3 +73,18 @@ def test_worker_weights_draw_the_workers_of_every_step():
     assert set(workers) == {1, 2} and 2.5 < workers[1] / workers[2] < 3.5
     with pytest.raises(ValueError, match="2 worker weights for 3 workers"):
         random_workflow({"solve": 1}, 3, rng, worker_weights=[1, 1])
+
+
+def test_a_menu_item_is_drawn_by_weight_as_a_solve_or_a_verify_workflow():
+    from conductor.example_workflows import menu_workflow
+
+    rng = random.Random(2)
+    drawn = collections.Counter(tuple(s.worker for s in menu_workflow([((4,), 1.0), ((1, 3), 3.0)], rng).steps)
+                                for _ in range(2000))
+    assert set(drawn) == {(4,), (1, 3)} and 2.5 < drawn[(1, 3)] / drawn[(4,)] < 3.5
+    pair = menu_workflow([((1, 3), 1.0)], rng)
+    assert pair == shape_workflow("verify", [1, 3])
+    with pytest.raises(ValueError, match="empty workflow menu"):
+        menu_workflow([], rng)
+    with pytest.raises(ValueError, match="one \\(solve\\) or two \\(verify\\)"):
+        menu_workflow([((0, 1, 2), 1.0)], rng)

@@ -56,7 +56,7 @@ def test_shared_prompt_targets_give_the_plain_target_loss(tmp_path):
 
     model, tokenizer, prompts = tiny(tmp_path)
     config = SftConfig(batch_size=4, targets_per_prompt=2, prompt_loss=False, shapes={"solve": 1.0, "verify": 1.0})
-    examples = _Examples(prompts, None, 3, config)
+    examples = _Examples(prompts, None, None, 3, config)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     shared = _shared_prompt_loss(model, tokenizer, examples, config, random.Random(3), end, end)
     rng, rows = random.Random(3), []
@@ -95,7 +95,7 @@ def test_worker_weights_pick_each_prompts_workers(tmp_path):
 
     _, tokenizer, prompts = tiny(tmp_path)
     config = SftConfig(shapes={"solve": 1.0, "verify": 1.0})
-    weighted = _Examples(prompts[:2], [[0, 0, 1], [1, 0, 0]], 3, config)
+    weighted = _Examples(prompts[:2], [[0, 0, 1], [1, 0, 0]], None, 3, config)
     rng, seen = random.Random(5), {0: set(), 1: set()}
     for _ in range(40):
         index = weighted.prompt(rng)
@@ -103,7 +103,7 @@ def test_worker_weights_pick_each_prompts_workers(tmp_path):
                                   max_steps=5)
         seen[index] |= {step.worker for step in workflow.steps}
     assert seen == {0: {2}, 1: {0}}
-    uniform, rng = _Examples(prompts, None, 3, config), random.Random(5)
+    uniform, rng = _Examples(prompts, None, None, 3, config), random.Random(5)
     workers = set()
     for _ in range(40):
         target = tokenizer.decode(uniform.target(uniform.prompt(rng), tokenizer, rng, 0)[:-1])
@@ -117,3 +117,31 @@ def test_worker_weights_must_match_the_prompts(tmp_path):
     model, tokenizer, prompts = tiny(tmp_path)
     with pytest.raises(ValueError, match="1 rows of worker weights for 4 prompts"):
         sft_warm_start(model, tokenizer, prompts, 3, SftConfig(steps=1), worker_weights=[[1, 1, 1]])
+
+
+def test_menus_draw_each_prompts_whole_workflows(tmp_path):
+    """A prompt's menu gives its examples, shapes and workers both: here one prompt's menu is a single
+    solver or a fixed pair, the other's one worker alone; a prompt with an empty menu (a roster that shows
+    none of its workers) falls back to the shapes and uniform workers."""
+    import random
+
+    import pytest
+
+    from conductor.workflow import parse_workflow
+    from learner.sft import _Examples
+
+    model, tokenizer, prompts = tiny(tmp_path)
+    config = SftConfig(shapes={"solve": 1.0, "verify": 1.0})
+    examples = _Examples(prompts[:3], None, [[((2,), 1.0), ((0, 1), 1.0)], [((1,), 1.0)], []], 3, config)
+    rng, seen = random.Random(3), {0: set(), 1: set(), 2: set()}
+    for _ in range(60):
+        index = examples.prompt(rng)
+        target = tokenizer.decode(examples.target(index, tokenizer, rng, 0)[:-1])
+        seen[index].add(tuple(step.worker for step in parse_workflow(target, num_workers=3, max_steps=5).steps))
+    assert seen[0] == {(2,), (0, 1)} and seen[1] == {(1,)}
+    assert len(seen[2]) > 2  # uniform workers, both shapes
+    with pytest.raises(ValueError, match="2 menus for 4 prompts"):
+        sft_warm_start(model, tokenizer, prompts, 3, SftConfig(steps=1), menus=[[((0,), 1.0)]] * 2)
+    with pytest.raises(ValueError, match="give one"):
+        sft_warm_start(model, tokenizer, prompts, 3, SftConfig(steps=1), worker_weights=[[1, 1, 1]] * 4,
+                       menus=[[((0,), 1.0)]] * 4)
