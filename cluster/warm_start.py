@@ -21,6 +21,9 @@ from conductor.tasks.task import Task
 from conductor.worker_prior import Prior, measure_prior, prior_tasks, roster_weights
 from conductor.workflow_prior import MenuPrior, item_name, measure_menu, roster_menu
 
+# The file each measured prior leaves beside its SFT policy: a reused warm start must show the configured one.
+PRIOR_FILES = {"domain_reward": "worker_prior.json", "workflow_reward": "workflow_prior.json"}
+
 
 def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task], console: Console) -> str:
     """The policy's location: a local dir, or a URL under a remote output (actors copy it per node)."""
@@ -29,6 +32,10 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
 
     from learner.sft import sft_warm_start
 
+    made_by = PRIOR_FILES.get(config.sft.worker_prior)
+    if config.sft.steps and made_by and out.exists("sft", "config.json") and not out.exists("sft", made_by):
+        raise ValueError(f"{out.path('sft')} was not made with sft.worker_prior={config.sft.worker_prior} "
+                         f"(no {made_by}): delete it to measure a new warm start, or use another run_name")
     start = policy_path(config, out, "initial", [task.prompt for task in train_tasks])
     if config.sft.steps == 0:
         return start
@@ -65,10 +72,10 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     model.save_pretrained(out.staged("sft"))
     tokenizer.save_pretrained(out.staged("sft"))
     if prior is not None:
-        Path(out.staged("sft"), "worker_prior.json").write_text(json.dumps(prior, indent=1, sort_keys=True))
+        Path(out.staged("sft"), PRIOR_FILES["domain_reward"]).write_text(json.dumps(prior, indent=1, sort_keys=True))
     if menu is not None:
         named = {domain: {item_name(item): weight for item, weight in items.items()} for domain, items in menu.items()}
-        Path(out.staged("sft"), "workflow_prior.json").write_text(json.dumps(named, indent=1, sort_keys=True))
+        Path(out.staged("sft"), PRIOR_FILES["workflow_reward"]).write_text(json.dumps(named, indent=1, sort_keys=True))
     console.print(f"SFT warm start: {len(losses)} steps in {time.time() - started:.0f}s, "
                   f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
     del model

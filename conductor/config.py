@@ -191,15 +191,14 @@ class SftConfig(Section):
         "in the prompt's domain (conductor/worker_prior.py); or whole examples from a measured per-domain menu "
         "of single workers and solve-then-check pairs (conductor/workflow_prior.py). Prompts then even by domain")
     prior_questions: int = Field(default=64, ge=1, description="with a prior: training questions of each "
-                                 "domain every worker (and menu pair) answers (workers x domains x this many calls)")
+                                 "domain every worker, and every menu pair (top_workers^2 more), answers")
     prior_temperature: float = Field(default=0.1, gt=0, description="domain_reward, workflow_reward: softmax "
                                      "temperature over the mean rewards (-> 0: the best alone; large: uniform)")
     prior_top_workers: int = Field(default=3, ge=1, description="workflow_reward: the menu's pairs are those "
                                    "among each domain's this many best workers alone")
     targets_per_prompt: int = Field(default=1, ge=1, description="> 1: each drawn prompt carries this many "
-                                    "example workflows and runs once (learner/shared_prompt.py); target-token "
-                                    "loss only. For long prompts: a pretrained model's ~1k-token prompt against "
-                                    "~60 target tokens")
+                                    "example workflows and runs once (learner/shared_prompt.py; target loss only): "
+                                    "for a pretrained model's ~1k-token prompt against ~60 target tokens")
 
     @model_validator(mode="after")
     def _known_shapes(self) -> SftConfig:
@@ -210,10 +209,10 @@ class SftConfig(Section):
             raise ValueError(f"sft.shapes: unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
         if any(w < 0 for w in self.shapes.values()) or sum(self.shapes.values()) <= 0:
             raise ValueError("sft.shapes: weights must be >= 0 with a positive sum")
-        menu_shapes = {shape for shape, weight in self.shapes.items() if weight > 0}
-        if self.worker_prior == "workflow_reward" and not menu_shapes <= {"solve", "verify"}:
-            raise ValueError(f"sft.worker_prior workflow_reward measures solve and verify workflows only; "
-                             f"sft.shapes also weighs {', '.join(sorted(menu_shapes - {'solve', 'verify'}))}")
+        beyond_menu = {shape for shape, weight in self.shapes.items() if weight > 0} - {"solve", "verify"}
+        if self.worker_prior == "workflow_reward" and beyond_menu:
+            raise ValueError("sft.worker_prior workflow_reward measures solve and verify workflows only; "
+                             f"sft.shapes also weighs {', '.join(sorted(beyond_menu))}")
         shared = self.targets_per_prompt > 1
         if shared and (self.prompt_loss and self.steps or self.batch_size % self.targets_per_prompt):
             raise ValueError("sft.targets_per_prompt > 1 trains on target tokens alone: set sft.prompt_loss false "

@@ -61,6 +61,8 @@ def menu_prior(rewards: Mapping[str, Mapping[MenuItem, float]], shapes: Mapping[
         raise ValueError("sft.prior_temperature must be > 0")
     prior = {}
     for domain, by_item in rewards.items():
+        if not by_item:
+            raise ValueError(f"no menu item of domain {domain} was measured: every call failed on infrastructure")
         top = max(by_item.values())
         scores = {item: shapes.get(item_shape(item), 0.0) * math.exp((reward - top) / temperature)
                   for item, reward in by_item.items()}
@@ -95,11 +97,13 @@ class FixedWorkflows:
 
 async def measure_items(config: Config, tasks: Sequence[Task], items: Sequence[MenuItem], tokenizer: Any, pool: Any,
                         seed: int = 0) -> dict[MenuItem, float]:
-    """item -> mean reward over ``tasks`` (on the pool's full roster in its configured order). An item whose
-    every call failed on infrastructure is left out."""
+    """item -> mean reward over ``tasks`` (on the pool's full roster in its configured order, one round: a
+    recursive round would ask the same fixed workflow again). An item whose every call failed on
+    infrastructure is left out."""
     from conductor.rollout import RolloutRunner
 
-    config = config.model_copy(update={"pool": config.pool.model_copy(update={"subset_size": None})})
+    config = config.model_copy(update={"pool": config.pool.model_copy(update={"subset_size": None}),
+                                       "rollout": config.rollout.model_copy(update={"recursive_fraction": 0.0})})
     index = {worker.id: position for position, worker in enumerate(config.pool.workers)}
     means = {}
     for item in items:

@@ -41,6 +41,8 @@ def test_the_prior_is_a_softmax_of_the_rewards_times_the_shape_weight():
         menu_prior(rewards, {"solve": 1.0}, temperature=0)
     with pytest.raises(ValueError, match="no menu item of domain math"):
         menu_prior(rewards, {"plan": 1.0}, temperature=0.1)
+    with pytest.raises(ValueError, match="domain code was measured: every call failed on infrastructure"):
+        menu_prior({"code": {}}, {"solve": 1.0}, temperature=0.1)
 
 
 def test_a_rosters_menu_names_its_shown_indices_and_drops_what_it_does_not_show():
@@ -54,6 +56,16 @@ def test_the_menu_takes_solve_and_verify_shapes_only():
     SftConfig(worker_prior="workflow_reward", shapes={"solve": 1.0, "verify": 1.0, "plan": 0.0})
     with pytest.raises(ValueError, match="solve and verify workflows only; sft.shapes also weighs aggregate"):
         SftConfig(worker_prior="workflow_reward", shapes={"solve": 1.0, "aggregate": 1.0})
+
+
+def test_a_warm_start_made_without_the_menu_is_not_reused_as_if_it_had_one(tmp_path):
+    """A run directory left by another recipe (an SFT policy with no workflow_prior.json) must not pass for
+    the measured warm start: the run stops and says what to delete."""
+    (tmp_path / "old" / "sft").mkdir(parents=True)
+    (tmp_path / "old" / "sft" / "config.json").write_text("{}")
+    config = load_config("configs/train-paper7.yaml", [f"output.dir={tmp_path}", "run_name=old"])
+    with pytest.raises(ValueError, match="not made with sft.worker_prior=workflow_reward"):
+        warm_start_policy(config, RunOutput(str(tmp_path), "old"), [], Console(quiet=True))
 
 
 @pytest.mark.slow
