@@ -51,15 +51,20 @@ results-paper7: $(STAMP)
 	test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate --config configs/train-paper7.yaml \
 		--set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
 	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml --set evaluate.policy=runs/train-paper7/policy \
-		--set "evaluate.methods=[conductor,conductor_recursive]" \
+		--set "evaluate.methods=[conductor,conductor_recursive,oracle]" \
 		--set "evaluate.reuse=[runs/eval-paper7-baselines/outcomes.parquet]" --set run_name=eval-train-paper7
 	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml --set evaluate.policy=runs/train-paper7-cost/policy \
-		--set evaluate.conductor_name=conductor_cost --set "evaluate.methods=[conductor,conductor_recursive]" \
+		--set evaluate.conductor_name=conductor_cost --set "evaluate.methods=[conductor,conductor_recursive,oracle]" \
 		--set "evaluate.reuse=[runs/eval-train-paper7/outcomes.parquet]" --set run_name=paper7 --set output.dir=docs/results
 	cp docs/results/paper7/report.json docs/results/paper7.json
 	sed -e 's#](\([a-z_]*\.png\))#](paper7/\1)#' \
 		-e 's#^Made by:$$#Made by `make results-paper7` (two training runs, the baselines once, two Conductors evaluated); its last command:#' \
 		docs/results/paper7/report.md > docs/results/paper7.md
+	$(PY) -c 'import json; kept = {name: json.load(open(f"runs/{run}/summary.json"))["best_step"] for name, run in \
+		(("conductor", "train-paper7"), ("conductor_cost", "train-paper7-cost"))}; \
+		print("\nThe checkpoints kept by validation: " + ", ".join(f"{name} step {step}" for name, step in kept.items()) \
+		+ " (step 0 is the SFT warm start, measured under the run reward; docs/architecture.md, \"A measured menu\").")' \
+		>> docs/results/paper7.md
 	rm docs/results/paper7/report.json docs/results/paper7/report.md docs/results/paper7/outcomes.parquet
 
 # docs/results/smollm2-paper7.{md,json} (+ PNGs and the training curve): train the SmolLM2-135M-Instruct Conductor
