@@ -36,6 +36,7 @@ SOLVE_WITH_PLAN = "Solve the question with the plan above."
 
 SHAPES = ("solve", "verify", "verify_chain", "aggregate", "plan")
 Menu = Sequence[tuple[Sequence[int], float]]  # (shown worker indices, weight): conductor/workflow_prior.py
+MENU_SHAPE_OF_LENGTH = {1: "solve", 2: "verify"}  # a menu item's workers by step: one solves; a solver, a checker
 
 
 def shape_workflow(shape: str, workers: list[int]) -> Workflow:
@@ -88,7 +89,7 @@ def menu_workflow(menu: Menu, rng: random.Random) -> Workflow:
     if not menu:
         raise ValueError("an empty workflow menu")
     workers, _ = rng.choices(menu, weights=[weight for _, weight in menu])[0]
-    shape = {1: "solve", 2: "verify"}.get(len(workers))
+    shape = MENU_SHAPE_OF_LENGTH.get(len(workers))
     if shape is None:
         raise ValueError(f"a menu item of {len(workers)} workers; items have one (solve) or two (verify)")
     return shape_workflow(shape, list(workers))

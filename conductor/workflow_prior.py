@@ -29,18 +29,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from conductor.config import Config
-from conductor.example_workflows import shape_workflow
+from conductor.example_workflows import MENU_SHAPE_OF_LENGTH, shape_workflow
 from conductor.tasks.task import Task
 from conductor.worker_prior import prior_tasks
 from conductor.workflow import Workflow
 
 MenuItem = tuple[str, ...]                # worker ids by step: (w,) w solves; (a, b) a solves, b checks
 MenuPrior = dict[str, dict[MenuItem, float]]  # domain -> item -> weight (each domain's weights sum to 1)
-SHAPE_OF_LENGTH = {1: "solve", 2: "verify"}
 
 
 def item_shape(item: MenuItem) -> str:
-    return SHAPE_OF_LENGTH[len(item)]
+    return MENU_SHAPE_OF_LENGTH[len(item)]
 
 
 def item_name(item: MenuItem) -> str:
