@@ -78,7 +78,8 @@ def test_the_warm_start_measures_the_menu_through_the_pool_and_teaches_it(tmp_pa
         f"output.dir={tmp_path}", "run_name=menu", f"simulator.data_dir={shared_data}",
         "simulator.latency_scale=0", "sft.worker_prior=workflow_reward", "sft.prior_questions=60",
         "sft.prior_top_workers=2", "sft.prior_temperature=0.02", "sft.shapes={solve: 1, verify: 1}",
-        "sft.steps=2", "sft.target_only_steps=0", "sft.prompts=6"])
+        "sft.steps=2", "sft.target_only_steps=0", "sft.prompts=6",
+        "reward.cost_penalty_per_1k_worker_tokens=0", "reward.cost_penalty_per_usd=0"])
     train = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
                         config.seed).train
     with SimulatorServer(config.simulator.model_copy(update={"port": 0})) as sim:
