@@ -8,7 +8,6 @@ policy, and their accuracies are comparable with its own.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -52,13 +51,6 @@ async def evaluate_baselines(config: Config, tasks: Sequence[Task], tokenizer: A
 
 def run_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0) -> dict[str, dict[str, float]]:
     """``evaluate_baselines`` over an in-process pool (the same providers and limits as the config)."""
-    from conductor.local_pool import LocalPool
+    from conductor.local_pool import on_local_pool
 
-    async def main() -> dict[str, dict[str, float]]:
-        pool = LocalPool(config.pool, seed=seed)
-        try:
-            return await evaluate_baselines(config, tasks, tokenizer, pool, seed)
-        finally:
-            await pool.close()
-
-    return asyncio.run(main())
+    return on_local_pool(config.pool, lambda pool: evaluate_baselines(config, tasks, tokenizer, pool, seed), seed=seed)

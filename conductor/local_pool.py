@@ -3,7 +3,9 @@ the Ray WorkerPool actors (actors/worker_pool.py) make them hold across a cluste
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Optional, TypeVar
 
 from conductor.config import PoolConfig
 from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
@@ -29,3 +31,20 @@ class LocalPool:
     async def close(self) -> None:
         for client in self.providers.values():
             await client.close()
+
+
+T = TypeVar("T")
+
+
+def on_local_pool(config: PoolConfig, work: Callable[[LocalPool], Awaitable[T]], *, seed: Optional[int] = None) -> T:
+    """``work`` run to the end against a fresh in-process pool, closed after (the one-off measurements outside
+    Ray: the baselines, the warm start's priors)."""
+
+    async def main() -> T:
+        pool = LocalPool(config, seed=seed)
+        try:
+            return await work(pool)
+        finally:
+            await pool.close()
+
+    return asyncio.run(main())

@@ -18,7 +18,6 @@ Cost: workers x domains x ``prior_questions`` calls, once per run (reused with t
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 from collections import defaultdict
@@ -78,18 +77,11 @@ async def measure_mean_rewards(config: Config, tasks: Sequence[Task], tokenizer:
 def measure_prior(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0) -> tuple[Prior, dict]:
     """The prior over an in-process pool (the config's providers and limits), and the mean rewards it
     came from (for the run's log)."""
-    from conductor.local_pool import LocalPool
+    from conductor.local_pool import on_local_pool
 
     chosen = prior_tasks(tasks, config.sft.prior_questions, seed)
-
-    async def main() -> dict[str, dict[str, float]]:
-        pool = LocalPool(config.pool, seed=seed)
-        try:
-            return await measure_mean_rewards(config, chosen, tokenizer, pool, seed)
-        finally:
-            await pool.close()
-
-    mean_rewards = asyncio.run(main())
+    mean_rewards = on_local_pool(config.pool, lambda pool: measure_mean_rewards(config, chosen, tokenizer, pool, seed),
+                                 seed=seed)
     return softmax_prior(mean_rewards, config.sft.prior_temperature), mean_rewards
 
 

@@ -22,7 +22,6 @@ top_workers^2 x domains x ``prior_questions`` two-call workflows.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -118,7 +117,7 @@ def measure_menu(config: Config, tasks: Sequence[Task], tokenizer: Any,
                  seed: int = 0) -> tuple[MenuPrior, dict[str, dict[MenuItem, float]]]:
     """The prior over an in-process pool (the config's providers and limits), and the mean rewards it came
     from (for the run's log): singles first, then the pairs among each domain's best singles."""
-    from conductor.local_pool import LocalPool
+    from conductor.local_pool import on_local_pool
 
     by_domain: dict[str, list[Task]] = defaultdict(list)
     for task in prior_tasks(tasks, config.sft.prior_questions, seed):
@@ -126,21 +125,17 @@ def measure_menu(config: Config, tasks: Sequence[Task], tokenizer: Any,
     singles = [(worker.id,) for worker in config.pool.workers] if config.sft.shapes.get("solve", 0) > 0 else []
     with_pairs = config.sft.shapes.get("verify", 0) > 0
 
-    async def main() -> dict[str, dict[MenuItem, float]]:
-        pool = LocalPool(config.pool, seed=seed)
-        try:
-            rewards = {}
-            for domain, domain_tasks in sorted(by_domain.items()):
-                alone = await measure_items(config, domain_tasks, [(w.id,) for w in config.pool.workers],
-                                            tokenizer, pool, seed)
-                pairs = pair_items({item[0]: r for item, r in alone.items()}, config.sft.prior_top_workers)
-                measured = {item: alone[item] for item in singles if item in alone}
-                if with_pairs:
-                    measured |= await measure_items(config, domain_tasks, pairs, tokenizer, pool, seed)
-                rewards[domain] = measured
-            return rewards
-        finally:
-            await pool.close()
+    async def measure(pool: Any) -> dict[str, dict[MenuItem, float]]:
+        rewards = {}
+        for domain, domain_tasks in sorted(by_domain.items()):
+            alone = await measure_items(config, domain_tasks, [(w.id,) for w in config.pool.workers],
+                                        tokenizer, pool, seed)
+            pairs = pair_items({item[0]: r for item, r in alone.items()}, config.sft.prior_top_workers)
+            measured = {item: alone[item] for item in singles if item in alone}
+            if with_pairs:
+                measured |= await measure_items(config, domain_tasks, pairs, tokenizer, pool, seed)
+            rewards[domain] = measured
+        return rewards
 
-    rewards = asyncio.run(main())
+    rewards = on_local_pool(config.pool, measure, seed=seed)
     return menu_prior(rewards, config.sft.shapes, config.sft.prior_temperature), rewards
