@@ -2,21 +2,13 @@
 per domain, a roster's weights, and the warm start measuring it through the real simulator server (HTTP,
 the official client in the pool) and teaching the examples it draws."""
 
-import json
 import math
 
 import pytest
-from rich.console import Console
 
-from cluster.rollouts import tasks_for
-from cluster.warm_start import warm_start_policy
-from conductor.config_loader import load_config
-from conductor.run_output import RunOutput
-from conductor.simulator.presets import simulated_pool_config
-from conductor.simulator.server import SimulatorServer
-from conductor.tasks.splits import split_tasks
 from conductor.tasks.task import Task
 from conductor.worker_prior import prior_tasks, roster_weights, softmax_prior
+from tests.support.measured_warm_start import measured_warm_start
 
 
 def test_the_prior_is_a_softmax_of_each_domains_mean_rewards():
@@ -53,16 +45,8 @@ def test_the_warm_start_measures_the_prior_through_the_pool_and_teaches_it(tmp_p
     """On paper-7's training split gpt-5 is the best worker alone on code (0.53 against gemini's 0.43 over
     all its code questions; 68 against 38 on held-out): the measured prior must rank it first there, and
     the warm start must record the prior beside its policy."""
-    config = load_config("configs/train-paper7.yaml", [
-        f"output.dir={tmp_path}", "run_name=prior", f"simulator.data_dir={shared_data}",
-        "simulator.latency_scale=0", "sft.worker_prior=domain_reward", "sft.prior_questions=60",
-        "sft.steps=2", "sft.target_only_steps=0", "sft.prompts=6"])
-    train = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
-                        config.seed).train
-    with SimulatorServer(config.simulator.model_copy(update={"port": 0})) as sim:
-        config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
-        policy = warm_start_policy(config, RunOutput(str(tmp_path), "prior"), list(train), Console(quiet=True))
-    prior = json.loads((tmp_path / "prior" / "sft" / "worker_prior.json").read_text())
+    policy, config, prior = measured_warm_start(tmp_path, shared_data, "prior", [
+        "sft.worker_prior=domain_reward", "sft.prior_questions=60"], "worker_prior.json")
     assert policy.endswith("sft") and set(prior) == {"code", "math500", "mmlu"}
     workers = {w.id for w in config.pool.workers}
     for weights in prior.values():

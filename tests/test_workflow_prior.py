@@ -2,21 +2,17 @@
 the items' measured rewards times their shape's weight, a roster's view of it, and the warm start measuring
 it through the real simulator server (HTTP, the official client in the pool) and teaching its examples."""
 
-import json
 import math
 
 import pytest
 from rich.console import Console
 
-from cluster.rollouts import tasks_for
 from cluster.warm_start import warm_start_policy
 from conductor.config import SftConfig
 from conductor.config_loader import load_config
 from conductor.run_output import RunOutput
-from conductor.simulator.presets import simulated_pool_config
-from conductor.simulator.server import SimulatorServer
-from conductor.tasks.splits import split_tasks
 from conductor.workflow_prior import item_name, menu_prior, pair_items, roster_menu
+from tests.support.measured_warm_start import measured_warm_start
 
 
 def test_pairs_are_every_ordered_pair_of_the_best_workers_alone():
@@ -74,18 +70,10 @@ def test_the_warm_start_measures_the_menu_through_the_pool_and_teaches_it(tmp_pa
     worker checking itself adds nothing (conductor/simulator/oracle.py): with tokens unpriced the measured
     menu must put a pair of two different workers first in math and weigh a self-check as the worker
     alone, and the warm start must record the menu beside its policy."""
-    config = load_config("configs/train-paper7.yaml", [
-        f"output.dir={tmp_path}", "run_name=menu", f"simulator.data_dir={shared_data}",
-        "simulator.latency_scale=0", "sft.worker_prior=workflow_reward", "sft.prior_questions=60",
-        "sft.prior_top_workers=2", "sft.prior_temperature=0.02", "sft.shapes={solve: 1, verify: 1}",
-        "sft.steps=2", "sft.target_only_steps=0", "sft.prompts=6",
-        "reward.cost_penalty_per_1k_worker_tokens=0", "reward.cost_penalty_per_usd=0"])
-    train = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
-                        config.seed).train
-    with SimulatorServer(config.simulator.model_copy(update={"port": 0})) as sim:
-        config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
-        policy = warm_start_policy(config, RunOutput(str(tmp_path), "menu"), list(train), Console(quiet=True))
-    menu = json.loads((tmp_path / "menu" / "sft" / "workflow_prior.json").read_text())
+    policy, _, menu = measured_warm_start(tmp_path, shared_data, "menu", [
+        "sft.worker_prior=workflow_reward", "sft.prior_questions=60", "sft.prior_top_workers=2",
+        "sft.prior_temperature=0.02", "sft.shapes={solve: 1, verify: 1}",
+        "reward.cost_penalty_per_1k_worker_tokens=0", "reward.cost_penalty_per_usd=0"], "workflow_prior.json")
     assert policy.endswith("sft") and set(menu) == {"code", "math500", "mmlu"}
     for items in menu.values():
         assert sum(items.values()) == pytest.approx(1)
