@@ -22,14 +22,23 @@ from conductor.workflow import Step, Workflow
 SUBTASK = "Solve the question and give the final answer in the requested format."
 
 
-class FixedRouter:
-    def __init__(self, choose: Callable[[], int]):
-        self.choose = choose
+class FixedWorkflows:
+    """A generator that writes ``write()``'s workflow for every sample instead of sampling one (a fixed
+    router here; a measured menu item in conductor/workflow_prior.py)."""
+
+    def __init__(self, write: Callable[[], Workflow]):
+        self.write = write
 
     async def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings) -> list[list[Sample]]:
-        return [[Sample(prompt_token_ids=list(prompt), token_ids=[], logprobs=[],
-                        text=Workflow((Step(self.choose(), SUBTASK, ()),)).render(), finish_reason="stop",
-                        policy_version=-1) for _ in range(n)] for prompt in prompts]
+        return [[Sample(prompt_token_ids=list(prompt), token_ids=[], logprobs=[], text=self.write().render(),
+                        finish_reason="stop", policy_version=-1) for _ in range(n)] for prompt in prompts]
+
+
+class FixedRouter(FixedWorkflows):
+    """Every sample to worker ``choose()``, in one step."""
+
+    def __init__(self, choose: Callable[[], int]):
+        super().__init__(lambda: Workflow((Step(choose(), SUBTASK, ()),)))
 
 
 async def evaluate_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any, pool: WorkerPoolClient,

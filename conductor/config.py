@@ -202,14 +202,14 @@ class SftConfig(Section):
 
     @model_validator(mode="after")
     def _known_shapes(self) -> SftConfig:
-        from conductor.example_workflows import SHAPES
+        from conductor.example_workflows import MENU_SHAPE_OF_LENGTH, SHAPES
 
         unknown = sorted(set(self.shapes) - set(SHAPES))
         if unknown:
             raise ValueError(f"sft.shapes: unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
         if any(w < 0 for w in self.shapes.values()) or sum(self.shapes.values()) <= 0:
             raise ValueError("sft.shapes: weights must be >= 0 with a positive sum")
-        beyond_menu = {shape for shape, weight in self.shapes.items() if weight > 0} - {"solve", "verify"}
+        beyond_menu = {shape for shape, w in self.shapes.items() if w > 0} - set(MENU_SHAPE_OF_LENGTH.values())
         if self.worker_prior == "workflow_reward" and beyond_menu:
             raise ValueError("sft.worker_prior workflow_reward measures solve and verify workflows only; "
                              f"sft.shapes also weighs {', '.join(sorted(beyond_menu))}")

@@ -31,7 +31,6 @@ from conductor.config import Config
 from conductor.example_workflows import MENU_SHAPE_OF_LENGTH, shape_workflow
 from conductor.tasks.task import Task
 from conductor.worker_prior import prior_tasks
-from conductor.workflow import Workflow
 
 MenuItem = tuple[str, ...]                # worker ids by step: (w,) w solves; (a, b) a solves, b checks
 MenuPrior = dict[str, dict[MenuItem, float]]  # domain -> item -> weight (each domain's weights sum to 1)
@@ -79,25 +78,12 @@ def roster_menu(prior: MenuPrior, domain: str, worker_ids: Sequence[str]) -> lis
             if all(worker in shown for worker in item)]
 
 
-class FixedWorkflows:
-    """A generator (conductor/rollout.py's protocol) that writes the same workflow for every prompt, so a
-    menu item runs through exactly the prompt, executor, pool, verifier and reward the policy's samples do."""
-
-    def __init__(self, workflow: Workflow):
-        self.text = workflow.render()
-
-    async def generate(self, prompts: list[list[int]], n: int, sampling: Any) -> list[list[Any]]:
-        from conductor.rollout import Sample
-
-        return [[Sample(prompt_token_ids=list(prompt), token_ids=[], logprobs=[], text=self.text,
-                        finish_reason="stop", policy_version=-1) for _ in range(n)] for prompt in prompts]
-
-
 async def measure_items(config: Config, tasks: Sequence[Task], items: Sequence[MenuItem], tokenizer: Any, pool: Any,
                         seed: int = 0) -> dict[MenuItem, float]:
     """item -> mean reward over ``tasks`` (on the pool's full roster in its configured order, one round: a
     recursive round would ask the same fixed workflow again). An item whose every call failed on
     infrastructure is left out."""
+    from conductor.baselines import FixedWorkflows
     from conductor.rollout import RolloutRunner
 
     config = config.model_copy(update={"pool": config.pool.model_copy(update={"subset_size": None}),
@@ -106,7 +92,7 @@ async def measure_items(config: Config, tasks: Sequence[Task], items: Sequence[M
     means = {}
     for item in items:
         workflow = shape_workflow(item_shape(item), [index[worker] for worker in item])
-        runner = RolloutRunner(config, tokenizer, FixedWorkflows(workflow), pool, seed=seed)
+        runner = RolloutRunner(config, tokenizer, FixedWorkflows(lambda workflow=workflow: workflow), pool, seed=seed)
         rewards = [record.reward for record in await runner.run(list(tasks), group_size=1) if record.reward is not None]
         if rewards:
             means[item] = sum(rewards) / len(rewards)
