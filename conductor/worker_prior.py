@@ -10,7 +10,7 @@ a large T approaches the uniform draw.
 
 Why: a policy warm-started on uniformly random workers must learn *which worker for which kind of
 question* from GRPO's per-question signal alone. The pretrained 135M SmolLM2 drifted to one worker for
-every domain within 40 steps instead (docs/architecture.md, runs F and G). This warm start is offline
+every domain within 40 steps instead (docs/experiments.md, runs F and G). This warm start is offline
 reward-weighted regression over the training split, with the domain as the context: GRPO then starts
 from a policy that already routes by domain and still samples the other workers at a rate T sets.
 Cost: workers x domains x ``prior_questions`` calls, once per run (reused with the SFT checkpoint).

@@ -13,7 +13,7 @@ Why: the per-worker prior (conductor/worker_prior.py) draws every step's worker 
 weights, so its verify examples mostly have the domain's best worker check itself. A worker checking its own
 answer keeps its own mistakes (conductor/simulator/oracle.py; real LLMs mostly do too) and adds its tokens:
 the tiny paper-7 policy warm-started that way wrote gemini checking gemini on 72-86% of held-out math and
-MMLU questions and scored exactly gemini alone, at 1.7 calls a question (docs/architecture.md). Measuring the
+MMLU questions and scored exactly gemini alone, at 1.7 calls a question (docs/experiments.md, run P1). Measuring the
 pairs puts into the examples the checker that adds most to each solver, and the price of its tokens decides,
 per domain, whether a check is worth its calls at all.
 Cost: workers x domains x ``prior_questions`` calls for the singles (as the per-worker prior), then
