@@ -8,8 +8,9 @@ T_t is the step's sampled worker tokens per question, each domain's mean average
 evaluation report's tokens column. lambda_0 is ``reward.cost_penalty_per_1k_worker_tokens``. A fixed price
 lands either side of a budget from run to run (paper-7 at lambda 0.03: 0.18-0.22x MoA's tokens,
 docs/experiments.md, "where a second step pays"); the multiplier rises while the sampled workflows spend
-over the budget and falls back while they spend under it, so the penalty is only as large as the budget needs. Rewards are priced
-again at training time (the rollout actors price them with lambda_0; the replay store keeps that)."""
+over the budget and falls back while they spend under it, so the penalty is only as large as the budget
+needs. Rewards are priced again at training time (the rollout actors price them with lambda_0; the replay
+store keeps that)."""
 
 from __future__ import annotations
 
