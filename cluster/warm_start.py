@@ -15,6 +15,7 @@ from rich.console import Console
 
 from cluster.rollouts import policy_path
 from conductor.config import Config
+from conductor.example_workflows import example_plans
 from conductor.prompt_builder import PromptBuilder
 from conductor.run_output import RunOutput, local_copy
 from conductor.tasks.task import Task
@@ -61,6 +62,7 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
                                           for task, roster in zip(tasks, rosters)]
     menus = None if menu is None else [roster_menu(menu, task.domain, roster.worker_ids)
                                        for task, roster in zip(tasks, rosters)]
+    plans = example_plans(config.sft.plan, config.sft.plan_words, [task.prompt for task in tasks])
     started = time.time()
 
     def progress(step: int, loss: float) -> None:  # a pretrained model's SFT takes minutes: show it moving
@@ -68,7 +70,7 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
             console.print(f"  SFT step {step + 1}: loss {loss:.3f} ({time.time() - started:.0f}s)")
 
     losses = sft_warm_start(model, tokenizer, prompts, len(rosters[0]), config.sft, seed=config.seed,
-                            on_step=progress, worker_weights=weights, menus=menus)
+                            on_step=progress, worker_weights=weights, menus=menus, plans=plans)
     model.save_pretrained(out.staged("sft"))
     tokenizer.save_pretrained(out.staged("sft"))
     if prior is not None:

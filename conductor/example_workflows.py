@@ -34,6 +34,8 @@ AGGREGATE = "Reconcile the answers above."
 PLAN = "Outline an approach. Do not solve."
 SOLVE_WITH_PLAN = "Solve the question with the plan above."
 
+RESTATE_PREFIX = "The question asks: "
+
 SHAPES = ("solve", "verify", "verify_chain", "aggregate", "plan")
 Menu = Sequence[tuple[Sequence[int], float]]  # (shown worker indices, weight): conductor/workflow_prior.py
 MENU_SHAPE_OF_LENGTH = {1: "solve", 2: "verify"}  # a menu item's workers by step: one solves; a solver, a checker
@@ -93,3 +95,25 @@ def menu_workflow(menu: Menu, rng: random.Random) -> Workflow:
     if shape is None:
         raise ValueError(f"a menu item of {len(workers)} workers; items have one (solve) or two (verify)")
     return shape_workflow(shape, list(workers))
+
+
+def restating_plan(question: str, words: int) -> str:
+    """A plan line that restates the question's first ``words`` words (``sft.plan: restate``). It teaches the
+    warm start to read the question into its own completion, with no label and no worker preference, so the
+    worker ids a few tokens later sit next to what tells one kind of question from another. "=" is dropped:
+    a plan line with one could pass for a list assignment (conductor/workflow_constraint.py)."""
+    if words < 1:
+        raise ValueError("a restating plan needs at least one word")
+    opening = " ".join(question.replace("=", " ").split()[:words])
+    return f"{RESTATE_PREFIX}{opening}\n"
+
+
+def example_plans(plan: str, words: int, questions: Sequence[str]) -> Optional[list[str]]:
+    """Each question's plan line for the warm start's examples (``sft.plan``, ``sft.plan_words``), or None
+    for examples without one."""
+    if plan == "none":
+        return None
+    if plan == "restate":
+        return [restating_plan(question, words) for question in questions]
+    raise ValueError(f"unknown plan {plan!r}; known: none, restate")
+

@@ -88,3 +88,23 @@ def test_a_menu_item_is_drawn_by_weight_as_a_solve_or_a_verify_workflow():
         menu_workflow([], rng)
     with pytest.raises(ValueError, match="one \\(solve\\) or two \\(verify\\)"):
         menu_workflow([((0, 1, 2), 1.0)], rng)
+
+
+def test_a_restating_plan_repeats_the_first_words_on_one_line_without_an_assignment():
+    from conductor.example_workflows import restating_plan
+    from conductor.workflow_constraint import matches, workflow_regex
+
+    plan = restating_plan("Solve  x = 3\ny for y.\n\nEnd with 'Answer: '.", 4)
+    assert plan == "The question asks: Solve x 3 y\n"
+    assert matches(workflow_regex(3, 5, plan=True), plan + shape_workflow("solve", [1]).render())
+    assert restating_plan("Sort 3, 1.", 9) == "The question asks: Sort 3, 1.\n"
+    with pytest.raises(ValueError, match="at least one word"):
+        restating_plan("Sort 3, 1.", 0)
+
+
+def test_the_plan_setting_is_checked():
+    assert SftConfig(plan="restate", plan_words=2).plan_words == 2
+    with pytest.raises(ValueError):
+        SftConfig(plan="summarise")
+    with pytest.raises(ValueError):
+        SftConfig(plan_words=0)

@@ -145,3 +145,28 @@ def test_menus_draw_each_prompts_whole_workflows(tmp_path):
     with pytest.raises(ValueError, match="give one"):
         sft_warm_start(model, tokenizer, prompts, 3, SftConfig(steps=1), worker_weights=[[1, 1, 1]] * 4,
                        menus=[[((0,), 1.0)]] * 4)
+
+
+def test_plans_come_before_each_prompts_example_workflows(tmp_path):
+    """``sft.plan: restate``: each example starts with its own prompt's plan line, then a workflow that still
+    parses (plan lines are free text before the lists), with the workers as uniform as without a plan."""
+    import random
+
+    import pytest
+
+    from conductor.example_workflows import restating_plan
+    from conductor.workflow import parse_workflow
+    from learner.sft import _Examples
+
+    model, tokenizer, prompts = tiny(tmp_path)
+    plans = [restating_plan(f"What is {n} + {n}?", 3) for n in range(4)]
+    examples, rng = _Examples(prompts, None, None, 3, SftConfig(shapes={"solve": 1.0}), plans), random.Random(2)
+    workers = set()
+    for _ in range(40):
+        index = examples.prompt(rng)
+        text = tokenizer.decode(examples.target(index, tokenizer, rng, 0)[:-1])
+        assert text.startswith(f"The question asks: What is {index}\nmodel_id = [")
+        workers |= {step.worker for step in parse_workflow(text, num_workers=3, max_steps=5).steps}
+    assert workers == {0, 1, 2}
+    with pytest.raises(ValueError, match="2 plans for 4 prompts"):
+        sft_warm_start(model, tokenizer, prompts, 3, SftConfig(steps=1), plans=plans[:2])
