@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cluster.step_stats import run_throughput
+from conductor.baselines import DOMAIN_TABLE, RANDOM
 from conductor.run_output import RunOutput
 
 LOG_FIELDS = (  # (key, label, format)
@@ -101,6 +102,8 @@ def results_table(summary: dict[str, Any]) -> Table:
     for worker, value in summary["single_worker_accuracy"].items():
         table.add_row(f"single worker: {worker}", f"{value:.3f}", str(infra.get(worker, 0)))
     table.add_row("random router", f"{summary['random_router_accuracy']:.3f}", str(infra.get("random", 0)))
+    table.add_row("per-domain table (each domain's best worker here)", f"{summary['domain_table_accuracy']:.3f}",
+                  "")
     table.add_row("margin over best single", f"{summary['margin_over_best_single']:+.3f}", "")
     return table
 
@@ -120,6 +123,7 @@ def write_plot(history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]
         axis.plot([e["step"] for e in evals], [e["val_accuracy"] for e in evals], "o-", label="validation accuracy")
     axis.axhline(baselines["best_single"], linestyle="--", color="gray", label="best single worker (held-out)")
     axis.axhline(baselines["random"], linestyle=":", color="gray", label="random router (held-out)")
+    axis.axhline(baselines["domain_table"], linestyle="-.", color="gray", label="per-domain table (held-out)")
     axis.set_xlabel("GRPO step")
     axis.set_ylim(0, 1.02)
     axis.legend(loc="lower right", fontsize=8)
@@ -138,11 +142,14 @@ def heldout_summary(heldout: Any, tasks: Sequence[Any]) -> dict[str, Any]:
 
 
 def baseline_summary(baselines: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """The baselines' part of ``summary.json``: every single worker, the best of them, the random router."""
-    single = {name: stats["accuracy"] for name, stats in baselines.items() if name != "random"}
+    """The baselines' part of ``summary.json``: every single worker, the best of them, the random router, the
+    per-domain table (conductor/baselines.py)."""
+    routers = {name: stats for name, stats in baselines.items() if name != DOMAIN_TABLE}
+    single = {name: stats["accuracy"] for name, stats in routers.items() if name != RANDOM}
     return {"best_single_accuracy": max(single.values()), "single_worker_accuracy": single,
-            "random_router_accuracy": baselines["random"]["accuracy"],
-            "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in baselines.items()}}
+            "random_router_accuracy": baselines[RANDOM]["accuracy"],
+            "domain_table_accuracy": baselines[DOMAIN_TABLE]["accuracy"],
+            "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in routers.items()}}
 
 
 def write_summary(out: RunOutput, summary: dict[str, Any]) -> str:
@@ -191,7 +198,8 @@ def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[A
         "grpo_seconds": state.wall_seconds, **run_throughput(state.history, state.wall_seconds), **facts}
     if config.train.plot and state.history:
         write_plot(state.history, state.evals, {"best_single": figures["best_single_accuracy"],
-                                                "random": figures["random_router_accuracy"]},
+                                                "random": figures["random_router_accuracy"],
+                                                "domain_table": figures["domain_table_accuracy"]},
                    out.staged("curve.png"))
         summary["curve_png"] = out.publish("curve.png")
     return summary

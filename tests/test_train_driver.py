@@ -91,6 +91,10 @@ def test_train_writes_its_outputs(first):
     assert summary["random_router_accuracy"] == pytest.approx(sum(routed) / n, abs=1e-9)
     # The specialists are not interchangeable on this split (else per-worker checks would be weak).
     assert len(set(expected_single.values())) > 1
+    # The per-domain table: each domain's questions to the worker right on most of them.
+    table_right = sum(max(sum(hits[i] for i in range(n) if heldout[i].domain == domain) for hits in right.values())
+                      for domain in {task.domain for task in heldout})
+    assert summary["domain_table_accuracy"] == pytest.approx(table_right / n, abs=1e-9)
 
     # Held-out accuracy of the trained policy: a count over the 9 questions, no infra errors on a
     # fault-free simulator, never above the share of parsed workflows, and never above the oracle
