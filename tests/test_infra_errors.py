@@ -28,7 +28,7 @@ OVERRIDES = ["run_name=refused", "sft.steps=20", "simulator.preset=paper-7", "si
              "train.steps=2", "train.val_questions=4",
              "train.heldout_questions=10", "train.questions_per_step=4", "rollout.group_size=4",
              "train.eval_every=2", "learner.checkpoint_every=2", "learner.micro_batch_size=8",
-             "train.format_floor=0", "train.refill_rounds=0", "train.plot=false"]
+             "train.format_floor=0", "train.refill_rounds=0", "train.plot=false", "train.max_staleness=0"]
 
 
 def test_a_refused_sandbox_is_an_infra_error_from_the_verifier_to_the_summary(tmp_path):

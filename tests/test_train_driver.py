@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 SMALL = ["run_name=t", "sft.steps=30", "simulator.toy_items_per_domain=10", "train.val_questions=6",
          "train.heldout_questions=9", "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
          "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0",
-         "train.refill_rounds=1"]
+         "train.refill_rounds=1", "train.max_staleness=0"]  # the synchronous loop (tests/test_train_async.py: k >= 1)
 # The shared 4-step run also validates format-constrained, before step 1 too, and holds a token budget (its
 # multiplier is logged)
 FIRST = ["train.steps=4", "train.val_constrain_format=true", "reward.worker_token_budget=300",
