@@ -19,36 +19,33 @@ TOY_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "train-toy.yaml"
 
 class ToyRun:
     def __init__(self, directory: Path, overrides: list[str]):
+        from rich.console import Console
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from cluster.rollouts import tasks_for
+        from cluster.warm_start import warm_start_policy
         from conductor.config_loader import load_config
-        from conductor.example_workflows import example_plans
         from conductor.prompt_builder import PromptBuilder
+        from conductor.run_output import RunOutput
         from conductor.simulator.presets import load_preset, simulated_pool_config
         from conductor.tasks.splits import TaskSampler, split_tasks
-        from learner.sft import sft_warm_start
-        from learner.tiny_policy import TinyPolicySpec, build_tiny_policy, default_corpus
 
         config = load_config(TOY_CONFIG, overrides)
         preset = load_preset(config.simulator)
-        self.config = config.model_copy(update={"pool": simulated_pool_config(preset, "http://127.0.0.1:1/v1")})
+        self.config = config = config.model_copy(
+            update={"pool": simulated_pool_config(preset, "http://127.0.0.1:1/v1")})
         self.accuracy = {worker.name: worker.accuracy for worker in preset.workers}
         self.splits = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
                                   config.seed)
         self.rng = random.Random(config.seed)
+        # The run's own warm start (tiny policy, prompts, plan lines, SFT), as `cluster.train` makes it.
+        path = warm_start_policy(config, RunOutput(str(directory), "toy"), list(self.splits.train), Console(quiet=True))
         torch.manual_seed(config.seed)
-        path = build_tiny_policy(directory, TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size,
-                                                           seed=config.seed), default_corpus())
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         self.builder = PromptBuilder(self.config, self.tokenizer, seed=config.seed)
         self.roster = self.builder.roster()
         self.end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        sft_tasks = list(self.splits.train)[:config.sft.prompts]
-        plans = example_plans(config.sft.plan, config.sft.plan_words, [t.prompt for t in sft_tasks])
-        sft_warm_start(self.model, self.tokenizer, [self.prompt(t) for t in sft_tasks], len(self.roster),
-                       config.sft, seed=config.seed, plans=plans)
         self.sampler = TaskSampler(list(self.splits.train), config.seed)
         learner = config.learner
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=learner.lr, betas=tuple(learner.betas),
