@@ -10,9 +10,12 @@ expression makes every completion that ends a valid workflow in canonical form (
     access_list = [a0, ..., ak]       a_i: ["all"], [] or increasing indices of earlier steps
 
 The lengths agree because the expression spells out each step count. ``recursive_round`` also allows three
-empty lists (accept the previous answer). The decoder only masks tokens; a completion cut at
-``max_new_tokens`` is still truncated. Used at evaluation and serving, never for training samples: the
-learner's logprobs are those of the unconstrained policy.
+empty lists (accept the previous answer). Decoding allows one plan line of at most ``MAX_PLAN_LINE_CHARS``
+characters before the lists (a policy warm-started with ``sft.plan: restate`` writes one; a bound keeps a
+sampled policy from rambling to the token limit); ``plan`` allows any number of any length (parsing tests).
+The decoder only masks tokens; a completion cut at ``max_new_tokens`` is still truncated. Used at
+evaluation and serving, never for training samples: the learner's logprobs are those of the unconstrained
+policy.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import re
 # backslash or slash), then anything. Each part excludes what ends the one before, so matching is linear.
 _STRING = r'"(?:[ \t]|\\[nrtf])*(?:[^"\\\s]|\\["\\/])(?:[^"\\\n]|\\["\\/bfnrt])*"'
 _PLAN_LINE = r"[^\n=]*\n"  # no "=": a list assignment cannot pass as plan text
+MAX_PLAN_LINE_CHARS = 120
 MAX_CONSTRAINED_STEPS = 8     # the access lists are spelled out: the expression grows as 2^steps
 
 
@@ -55,10 +59,11 @@ def _steps(count: int, worker: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def workflow_regex(num_workers: int, max_steps: int, recursive_round: bool = False, plan: bool = False) -> str:
+def workflow_regex(num_workers: int, max_steps: int, recursive_round: bool = False, plan: bool = False,
+                   plan_line_chars: int = MAX_PLAN_LINE_CHARS) -> str:
     """The expression every valid canonical workflow over ``num_workers`` workers and up to ``max_steps``
-    steps matches in full (``plan``: free-text lines may come first; off for decoding, where they let a sampled
-    policy ramble to the token limit). Cached: every sampled attempt asks for it."""
+    steps matches in full, after at most one plan line of up to ``plan_line_chars`` characters (0: none;
+    ``plan``: any free-text lines). Cached: every sampled attempt asks for it."""
     if num_workers < 1 or max_steps < 1:
         raise ValueError("a workflow needs at least one worker and one step")
     if max_steps > MAX_CONSTRAINED_STEPS:
@@ -69,7 +74,9 @@ def workflow_regex(num_workers: int, max_steps: int, recursive_round: bool = Fal
     if recursive_round:
         forms.append(r"model_id = \[\]\nsubtasks = \[\]\naccess_list = \[\]")
     body = _alternation(forms)
-    return (f"(?:{_PLAN_LINE})*" if plan else "") + body
+    if plan:
+        return f"(?:{_PLAN_LINE})*" + body
+    return (f"(?:[^\\n=]{{1,{plan_line_chars}}}\\n)?" if plan_line_chars > 0 else "") + body
 
 
 def matches(expression: str, text: str) -> bool:

@@ -7,7 +7,7 @@ import pytest
 
 from conductor.example_workflows import SHAPES, random_workflow
 from conductor.workflow import ALL, Step, Workflow, WorkflowParseError, parse_workflow
-from conductor.workflow_constraint import matches, workflow_regex
+from conductor.workflow_constraint import MAX_PLAN_LINE_CHARS, matches, workflow_regex
 
 WORKERS, MAX_STEPS = 7, 5
 
@@ -34,7 +34,11 @@ def test_every_valid_workflow_matches():
     for text in _valid_texts():
         assert matches(expression, text), text
         assert matches(expression, "I will solve, then check.\nStep two checks.\n" + text)
-    assert not matches(workflow_regex(WORKERS, MAX_STEPS, plan=False), "A plan.\n" + _valid_texts(1)[0])
+    text = _valid_texts(1)[0]
+    assert matches(workflow_regex(WORKERS, MAX_STEPS), "The question asks: Reverse the word\n" + text)
+    assert not matches(workflow_regex(WORKERS, MAX_STEPS), "One plan line.\nAnd a second.\n" + text)
+    assert not matches(workflow_regex(WORKERS, MAX_STEPS), "x" * (MAX_PLAN_LINE_CHARS + 1) + "\n" + text)
+    assert not matches(workflow_regex(WORKERS, MAX_STEPS, plan_line_chars=0), "A plan.\n" + text)
 
 
 def test_the_papers_failures_and_rule_breaks_do_not_match():
