@@ -36,11 +36,17 @@ class ExecutionResult:
     steps: list[StepTrace]
     answer: Optional[str]
     infra_error: Optional[str]
+    infra_error_kind: Optional[str] = None  # WorkerCallError.kind of the first failed step
 
     @property
     def final_turn(self) -> Optional[Turn]:
         last = self.steps[-1] if self.steps else None
         return (last.subtask, last.response) if last and last.response is not None else None
+
+    @property
+    def finish_reason(self) -> Optional[str]:
+        """The answering step's, as its provider reported it ("length": its max_tokens cut the answer)."""
+        return self.steps[-1].finish_reason if self.answer is not None else None
 
 
 class WorkflowExecutor:
@@ -77,6 +83,7 @@ class WorkflowExecutor:
         subtasks = [s.subtask for s in steps]
         results: dict[int, ChatResult] = {}
         errors: dict[int, str] = {}
+        kinds: dict[int, str] = {}
 
         async def run_step(index: int) -> None:
             step = steps[index]
@@ -92,12 +99,13 @@ class WorkflowExecutor:
                 params = step_params[index] if step_params else None
                 result = await self.pool.chat(roster.worker_id(step.worker), messages, params, on_delta=sink)
             except WorkerCallError as exc:
-                errors[index] = str(exc)
+                errors[index], kinds[index] = str(exc), exc.kind
                 if observer is not None:
                     observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index]))
                 raise
             results[index] = ChatResult(result.text, result.prompt_tokens, result.completion_tokens,
-                                        result.cost_usd, result.retries, time.perf_counter() - started)
+                                        result.cost_usd, result.retries, time.perf_counter() - started,
+                                        result.finish_reason)
             if observer is not None:
                 observer.step_finished(self._trace(round_index, index, step, roster, results[index], None))
 
@@ -116,7 +124,8 @@ class WorkflowExecutor:
         traces = [self._trace(round_index, i, s, roster, results.get(i), errors.get(i)) for i, s in enumerate(steps)]
         infra_error = next((f"step {i}: {errors[i]}" for i in sorted(errors)), None)
         answer = None if infra_error or not steps else results[len(steps) - 1].text
-        return ExecutionResult(steps=traces, answer=answer, infra_error=infra_error)
+        kind = kinds[min(kinds)] if kinds else None
+        return ExecutionResult(steps=traces, answer=answer, infra_error=infra_error, infra_error_kind=kind)
 
     @staticmethod
     def _trace(round_index: int, index: int, step: Step, roster: Roster, result: Optional[ChatResult],
@@ -128,6 +137,7 @@ class WorkflowExecutor:
             trace.response = result.text
             trace.tokens_in, trace.tokens_out = result.prompt_tokens, result.completion_tokens
             trace.latency_s, trace.cost_usd, trace.retries = result.latency_s, result.cost_usd, result.retries
+            trace.finish_reason = result.finish_reason
         else:
             trace.error = error or "not run: an earlier step failed"
         return trace

@@ -23,6 +23,7 @@ class ChatResult:
     cost_usd: float = 0.0
     retries: int = 0
     latency_s: float = 0.0
+    finish_reason: str = "stop"  # the provider's: "length" when its max_tokens cut the reply
 
 
 class WorkerCallError(Exception):

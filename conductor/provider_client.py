@@ -123,7 +123,7 @@ class ProviderClient:
                 raise self._fail(worker_id, "deadline", str(exc), retries) from None
             if result is not None:
                 return ChatResult(result.text, result.prompt_tokens, result.completion_tokens, result.cost_usd,
-                                  retries, time.monotonic() - started)
+                                  retries, time.monotonic() - started, result.finish_reason)
             assert failure is not None
             if failure.kind == "rate_limited":
                 self.stats["rate_limited"] += 1
@@ -151,11 +151,12 @@ class ProviderClient:
             completion = raw.parse()
             text = completion.choices[0].message.content
             usage = completion.usage
+            finish = completion.choices[0].finish_reason
             if text is None or usage is None:
                 raise ValueError("response has no message content or no usage")
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
             return None, self._failure(worker, exc)
-        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens), None
+        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish), None
 
     async def _attempt_streamed(self, worker: WorkerSpec, messages: Messages, request: dict[str, Any],
                                 deadline: float, call_id: str, on_delta: Optional[DeltaSink] = None,
@@ -165,7 +166,7 @@ class ProviderClient:
         assert on_delta is not None
         timeout = max(0.001, min(self.spec.timeout_s, deadline - time.monotonic()))
         pieces: list[str] = []
-        usage = None
+        usage, finish = None, None
         try:
             async with asyncio.timeout(timeout):
                 raw = await self.client.chat.completions.with_raw_response.create(
@@ -176,6 +177,7 @@ class ProviderClient:
                 async for chunk in raw.parse():
                     usage = chunk.usage or usage
                     piece = chunk.choices[0].delta.content if chunk.choices else None
+                    finish = (chunk.choices[0].finish_reason if chunk.choices else None) or finish
                     if piece:
                         pieces.append(piece)
                         on_delta(piece)
@@ -188,8 +190,8 @@ class ProviderClient:
         text = "".join(pieces)
         if usage is None:
             return self._settle(worker, text, estimate_prompt_tokens(messages),
-                                max(1, len(text) // CHARS_PER_TOKEN)), None
-        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens), None
+                                max(1, len(text) // CHARS_PER_TOKEN), finish), None
+        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish), None
 
     def _failure(self, worker: WorkerSpec, exc: Exception) -> Failure:
         if isinstance(exc, openai.APIStatusError):
@@ -199,13 +201,14 @@ class ProviderClient:
         return Failure(failure.kind, failure.retryable, self._scrub(failure.message), failure.status,
                        failure.retry_after_s)
 
-    def _settle(self, worker: WorkerSpec, text: str, prompt_tokens: int, completion_tokens: int) -> ChatResult:
+    def _settle(self, worker: WorkerSpec, text: str, prompt_tokens: int, completion_tokens: int,
+                finish_reason: Optional[str]) -> ChatResult:
         cost = (prompt_tokens * (worker.price_in_per_m or 0.0)
                 + completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
         self.stats["prompt_tokens"] += prompt_tokens
         self.stats["completion_tokens"] += completion_tokens
         self.stats["cost_usd"] += cost
-        return ChatResult(text, prompt_tokens, completion_tokens, cost)
+        return ChatResult(text, prompt_tokens, completion_tokens, cost, finish_reason=finish_reason or "stop")
 
     def _observe_limits(self, headers: Any) -> None:
         value = headers.get("x-ratelimit-limit-requests") if headers is not None else None

@@ -92,6 +92,7 @@ def step_row(step: StepTrace) -> dict[str, Any]:
     row = dataclasses.asdict(step)
     row["access"] = "all" if step.access == "all" else ",".join(map(str, step.access))
     row.pop("visible")
+    row.pop("finish_reason")  # the endpoint's; the replay store keeps its schema
     return row
 
 

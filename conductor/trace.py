@@ -24,6 +24,7 @@ class StepTrace:
     cost_usd: float = 0.0
     retries: int = 0
     error: Optional[str] = None
+    finish_reason: Optional[str] = None
 
     def same_outcome(self, other: StepTrace) -> bool:
         """Equal in everything but wall-clock latency."""
