@@ -112,6 +112,8 @@ def exit_on_sigterm() -> None:
 def run_standalone(config: Config) -> None:
     import uvicorn
 
+    from conductor.serving.http_protocol import header_timeout_protocol
+
     # uvicorn re-raises the SIGTERM it shut down on; as SystemExit it unwinds LocalServer, which stops the
     # engine's own process (AsyncLLM's EngineCore would otherwise outlive the server)
     exit_on_sigterm()
@@ -119,8 +121,12 @@ def run_standalone(config: Config) -> None:
     with LocalServer(config) as local:
         names = ", ".join(n for m in local.config.serve.models for n in m.names)
         log.info("serving %s on http://%s:%d/v1", names, config.serve.host, config.serve.port)
+        limits = config.serve.limits
+        # access_log off: its line carries the raw path and query (a key a caller put there); the app logs
+        # each request itself (conductor/serving/request_guard.py)
         uvicorn.run(local.app, host=config.serve.host, port=config.serve.port, log_level="info",
-                    timeout_keep_alive=75, backlog=2048)
+                    timeout_keep_alive=75, backlog=2048, access_log=False,
+                    http=header_timeout_protocol(limits.header_timeout_s), limit_concurrency=limits.max_connections)
 
 
 # -- Ray Serve --------------------------------------------------------------------------------------------

@@ -66,7 +66,15 @@ class ServeLimits(Section):
     burst: int = Field(default=20, ge=1, description="requests a key may make at once after being idle")
     max_cost_usd: Optional[float] = Field(default=None, gt=0, description="per request, whatever it asks")
     request_timeout_s: float = Field(default=900.0, gt=0, description="whole request; workers can be slow")
-    max_body_bytes: int = Field(default=4 * 2**20, ge=1024)
+    max_body_bytes: int = Field(default=4 * 2**20, ge=1024, description="a larger declared body is a 413 before "
+                                "anything is read; a larger streamed one when the count passes it")
+    header_timeout_s: float = Field(default=10.0, gt=0, description="standalone: a connection whose request "
+                                    "headers have not all arrived this long after its first byte (or after it "
+                                    "opened) is closed (conductor/serving/http_protocol.py)")
+    body_timeout_s: float = Field(default=30.0, gt=0, description="the whole body must arrive this long after the "
+                                  "headers, or the request is a 408 and the connection closed")
+    max_connections: int = Field(default=1024, ge=1, description="standalone: open connections (uvicorn's "
+                                 "limit_concurrency); a request beyond it is a 503")
 
 
 class ServeDeployment(Section):

@@ -4,10 +4,12 @@ writes) and a scripted pool: steps and worker limits, cost caps kept before spen
 rounds, and which text streams when."""
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from conductor.config import Config, PoolConfig, WorkerSpec
+from conductor.pool import WorkerCallError
 from conductor.rollout import Sample
 from conductor.scripted_pool import ScriptedPool
 from conductor.serve_config import ServeConfig, ServedModel
@@ -34,6 +36,9 @@ class ScriptedConductor:
 
 
 class CharTokenizer:
+    def get_vocab(self):
+        return {chr(i): i for i in range(256)}
+
     def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
         return [ord(c) % 256 for m in messages for c in m["content"]][:2000]
 
@@ -181,3 +186,56 @@ def test_asking_for_a_worker_the_model_lacks_or_an_unknown_model_is_refused():
         o.model("gigantic")
     assert info.value.status == 404
     assert o.model("ultra-2026-11-24").name == "ultra"
+
+
+class ContextPool(ScriptedPool):
+    """Workers with a context window of ``context_words`` and a reply cut at the call's ``max_tokens``
+    words (``finish_reason`` "length"), as a provider does; it records each call's params."""
+
+    def __init__(self, context_words, **kw):
+        super().__init__({"strong": "strong says 42", "mid": "mid says 42", "cheap": "cheap says 41"}, **kw)
+        self.context_words, self.params = context_words, []
+
+    async def chat(self, worker_id, messages, params=None, on_delta=None):
+        self.params.append(dict(params or {}))
+        too_long = sum(len(m["content"].split()) for m in messages) > self.context_words
+        if too_long and worker_id not in self.failing:
+            self.calls.append((worker_id, messages))
+            raise WorkerCallError(worker_id, "context_length", "maximum context length exceeded")
+        result = await super().chat(worker_id, messages, params, on_delta)
+        limit = (params or {}).get("max_tokens", 10**9)
+        words = result.text.split()
+        if len(words) <= limit:
+            return result
+        return dataclasses.replace(result, text=" ".join(words[:limit]), completion_tokens=limit,
+                                   finish_reason="length")
+
+
+def test_a_question_that_fits_no_worker_is_a_context_length_error_not_a_worker_failure():
+    long_question = "word " * 5000  # past the scripted Conductor's 4,096-character bound: never tokenized
+    conductor, workers = ScriptedConductor(), ContextPool(context_words=1000)
+    o = orchestrator(conductor, workers)
+    request = ServeRequest(o.model("ultra"), long_question, Controls(), question_param="input")
+    with pytest.raises(ApiError) as info:
+        asyncio.run(o.answer(request))
+    assert info.value.status == 400 and info.value.code == "context_length_exceeded"
+    assert info.value.param == "input" and conductor.prompts == []
+    assert sorted(call[0] for call in workers.calls) == ["cheap", "mid", "strong"]  # each allowed worker asked
+    fits_one = orchestrator(ScriptedConductor(), ContextPool(context_words=1000, failing=frozenset({"mid"})))
+    with pytest.raises(ApiError) as info:  # a worker down for another reason: the workers' failure, a 5xx
+        asyncio.run(fits_one.answer(ServeRequest(fits_one.model("mini"), long_question, Controls())))
+    assert info.value.status == 502
+
+
+def test_the_answer_s_limit_and_sampling_reach_its_worker_and_a_cut_answer_says_length():
+    workers = ContextPool(context_words=10**6)
+    o = orchestrator(ScriptedConductor(SOLVE_VERIFY), workers)
+    request = ServeRequest(o.model("mini"), QUESTION, Controls(), answer_max_tokens=1,
+                           answer_sampling={"temperature": 0.3, "seed": 7})
+    done = asyncio.run(o.answer(request))
+    assert done.text == "mid" and done.finish_reason == "length"
+    assert workers.params[0].get("max_tokens") is None and "temperature" not in workers.params[0]  # the solver
+    assert workers.params[1] == {"max_tokens": 1, "temperature": 0.3, "seed": 7}  # the answering step
+    whole = asyncio.run(orchestrator(ScriptedConductor(SOLVE_VERIFY), ContextPool(10**6)).answer(
+        ServeRequest(o.model("mini"), QUESTION, Controls())))
+    assert whole.text == "mid says 42" and whole.finish_reason == "stop"

@@ -33,10 +33,20 @@ def _union_member(part: object) -> bool:
     return isinstance(part, str) and ("[" in part or part in {"str", "int", "float", "bool", "dict", "list"})
 
 
+CODE_OF_ERROR = {"extra_forbidden": "unknown_parameter", "unsupported_parameter": "unsupported_parameter"}
+MAX_PARAM_CHARS = 200
+
+
 def from_validation(error: ValidationError) -> ApiError:
-    """A 400 naming the first offending field (its dotted path) and what is wrong with it."""
-    first = error.errors(include_url=False)[0]
-    location = tuple(part for part in first["loc"] if not _union_member(part))
-    param = field_path(location) or None
+    """A 400 naming the first offending field (its dotted path) and what is wrong with it: an unknown field
+    is ``unknown_parameter``, one the endpoint cannot honour ``unsupported_parameter``, any other
+    ``invalid_value``. The path is cut short: it echoes the client's own keys."""
+    first = error.errors(include_url=False, include_input=False)[0]
+    field = (first.get("ctx") or {}).get("field")  # a model's own check names the field it refused
+    location = tuple(part for part in first["loc"] if not _union_member(part)) + ((field,) if field else ())
+    param = field_path(location)[:MAX_PARAM_CHARS] or None
+    code = CODE_OF_ERROR.get(first["type"], "invalid_value")
+    if code == "unknown_parameter":
+        return ApiError(400, f"Unrecognized request argument supplied: {param}", param=param, code=code)
     message = first["msg"] if param is None else f"{param}: {first['msg']}"
-    return ApiError(400, f"Invalid request body: {message}", param=param, code="invalid_value")
+    return ApiError(400, f"Invalid request body: {message}", param=param, code=code)

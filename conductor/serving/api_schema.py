@@ -1,19 +1,22 @@
 """The request bodies the endpoint accepts: OpenAI's chat completions and responses (text in, text out),
 plus the ``conductor`` extension field for per-request controls.
 
-OpenAI fields this endpoint has no use for (``temperature``, ``top_p``, ``user``, ``metadata``...) are
-accepted and ignored, so existing client code runs unchanged; fields it cannot honour (``n`` > 1, tools,
-non-text content) are refused with a 400 naming them. The extension field is strict: a misspelt
-control fails rather than silently doing nothing.
+What each OpenAI field does here is in conductor/serving/api_parameters.py: honoured, refused by name
+unless unset, or ignored because it cannot change the answer; any other field is refused by name. The
+extension field is strict too: a misspelt control fails rather than silently doing nothing.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from conductor.serving import api_parameters as parameters
 from conductor.serving.api_errors import ApiError
+
+MAX_TOKENS_LIMIT = 1_000_000  # a bound far above any worker's; each worker's own limit then applies
 
 
 class Controls(BaseModel):
@@ -28,44 +31,108 @@ class Controls(BaseModel):
     trace: bool = Field(default=False, description="return the workflow that answered (audit trail)")
 
 
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ContentPart(BaseModel):
+    """One part of a message's content: text is read; any other type (an image, audio, a file) is refused
+    by name, since the Conductor and its workers are asked in text."""
 
-    type: Literal["text", "input_text", "output_text"]
-    text: str
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    text: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _text_only(self) -> ContentPart:
+        if self.type not in parameters.TEXT_PART_TYPES:
+            raise PydanticCustomError("unsupported_parameter", "content type '{kind}' is not supported: the "
+                                      "Conductor reads text parts only", {"kind": self.type[:40], "field": "type"})
+        unknown = sorted(set(self.model_extra or {}) - parameters.PART_IGNORED)
+        if unknown:
+            raise PydanticCustomError("extra_forbidden", "unrecognized field in a text part",
+                                      {"field": unknown[0][:64]})
+        if self.text is None:
+            raise PydanticCustomError("missing", "a text part needs its text", {"field": "text"})
+        return self
 
 
-Content = Union[str, list[TextPart]]
+def _content_kind(value: Any) -> str:
+    return "str" if isinstance(value, str) else "list"
 
 
-def text_of(content: Optional[Content]) -> str:
+Content = Annotated[Union[Annotated[str, Tag("str")], Annotated[list[ContentPart], Tag("list")]],
+                    Discriminator(_content_kind)]
+
+
+def text_of(content: Optional[Union[str, list[ContentPart]]]) -> str:
     if content is None:
         return ""
-    return content if isinstance(content, str) else "".join(part.text for part in content)
+    return content if isinstance(content, str) else "".join(part.text or "" for part in content)
+
+
+def _refuse_set(fields: dict[str, Any], path: str, names: dict[str, tuple[Any, ...]]) -> None:
+    for name in names:
+        if fields.get(name) not in (None, *names[name]):
+            raise ApiError(400, f"{path}{name} is not supported: the Conductor answers in text",
+                           param=f"{path}{name}", code="unsupported_parameter")
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "developer", "user", "assistant"]
     content: Optional[Content] = None
+    name: Optional[str] = None  # ignored: who spoke does not change the question
+    tool_calls: Optional[list[Any]] = None
+    function_call: Optional[Any] = None
+    audio: Optional[Any] = None
+    refusal: Optional[str] = None
+    tool_call_id: Optional[str] = None
+    annotations: Optional[list[Any]] = None  # ignored
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     include_usage: bool = False
+    include_obfuscation: Optional[bool] = None  # ignored: no obfuscation padding is sent
 
 
-class ChatCompletionRequest(BaseModel):
+class _OpenAiRequest(BaseModel):
+    """A request body: its honoured fields are declared; the refused and ignored ones of its parameter
+    table arrive as extras, and any other field is refused as unknown."""
+
     model_config = ConfigDict(extra="allow")
+    table: ClassVar[dict[str, parameters.Kind]]
+
+    def refuse_unsupported(self) -> None:
+        extra = self.model_extra or {}
+        for name in extra:
+            if name not in self.table:
+                raise ApiError(400, f"Unrecognized request argument supplied: {name[:64]}", param=name[:64],
+                               code="unknown_parameter")
+        for name, value in extra.items():
+            if self.table[name] == "refused" and not parameters.is_off(name, value):
+                raise ApiError(400, f"{name} is not supported: the Conductor answers in text "
+                               "(the README's parameter table)", param=name, code="unsupported_parameter")
+
+    @property
+    def answer_sampling(self) -> dict[str, Any]:
+        """The honoured sampling parameters, for the worker that writes the answer."""
+        return {name: value for name in ("temperature", "top_p", "seed")
+                if (value := getattr(self, name, None)) is not None}
+
+
+class ChatCompletionRequest(_OpenAiRequest):
+    table: ClassVar[dict[str, parameters.Kind]] = parameters.CHAT
 
     model: str = Field(min_length=1)
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: Optional[StreamOptions] = None
-    max_tokens: Optional[int] = Field(default=None, ge=1)
-    max_completion_tokens: Optional[int] = Field(default=None, ge=1)
+    max_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
+    max_completion_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
+    temperature: Optional[float] = Field(default=None, ge=0, le=2)
+    top_p: Optional[float] = Field(default=None, ge=0, le=1)
+    seed: Optional[int] = Field(default=None, ge=-(2**63), lt=2**63)
     n: int = Field(default=1, ge=1, le=1, description="one answer per request")
     conductor: Controls = Field(default_factory=Controls)
 
@@ -77,10 +144,10 @@ class ChatCompletionRequest(BaseModel):
         return messages
 
     def refuse_unsupported(self) -> None:
-        for name in ("tools", "functions", "tool_choice", "response_format"):
-            if (self.model_extra or {}).get(name) not in (None, [], "none", {"type": "text"}):
-                raise ApiError(400, f"{name} is not supported: the Conductor answers in text", param=name,
-                               code="unsupported_parameter")
+        super().refuse_unsupported()
+        for index, message in enumerate(self.messages):
+            _refuse_set(message.model_dump(include=set(parameters.MESSAGE_OFF)), f"messages[{index}].",
+                        parameters.MESSAGE_OFF)
 
     @property
     def answer_max_tokens(self) -> Optional[int]:
@@ -91,21 +158,61 @@ class ChatCompletionRequest(BaseModel):
 
 
 class InputMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
+    type: str = "message"
     role: Literal["system", "developer", "user", "assistant"]
     content: Content
-    type: Literal["message"] = "message"
+    id: Optional[str] = None      # ignored: an earlier output's id
+    status: Optional[str] = None  # ignored
+
+    @model_validator(mode="before")
+    @classmethod
+    def _messages_only(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("type", "message") != "message":
+            raise PydanticCustomError("unsupported_parameter", "input item type '{kind}' is not supported: the "
+                                      "Conductor reads messages only", {"kind": str(value.get("type"))[:40],
+                                                                        "field": "type"})
+        return value
 
 
-class ResponsesRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class TextFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"]
+
+
+class TextOptions(BaseModel):
+    """``text``: the output format. Plain text is what the Conductor writes; any other format is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Optional[dict[str, Any]] = None
+    verbosity: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _plain_text(self) -> TextOptions:
+        if self.format is not None and self.format != {"type": "text"}:
+            raise PydanticCustomError("unsupported_parameter", "format '{kind}' is not supported: the Conductor "
+                                      "answers in plain text", {"kind": str(self.format.get("type"))[:40],
+                                                                "field": "format"})
+        if self.verbosity is not None:
+            raise PydanticCustomError("unsupported_parameter", "verbosity is not supported", {"field": "verbosity"})
+        return self
+
+
+class ResponsesRequest(_OpenAiRequest):
+    table: ClassVar[dict[str, parameters.Kind]] = parameters.RESPONSES
 
     model: str = Field(min_length=1)
-    input: Union[str, list[InputMessage]]
+    input: Annotated[Union[Annotated[str, Tag("str")], Annotated[list[InputMessage], Tag("list")]],
+                     Discriminator(_content_kind)]
     instructions: Optional[str] = None
     stream: bool = False
-    max_output_tokens: Optional[int] = Field(default=None, ge=1)
+    max_output_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
+    temperature: Optional[float] = Field(default=None, ge=0, le=2)
+    top_p: Optional[float] = Field(default=None, ge=0, le=1)
+    text: Optional[TextOptions] = None
     conductor: Controls = Field(default_factory=Controls)
 
     @field_validator("input")
@@ -115,12 +222,6 @@ class ResponsesRequest(BaseModel):
         if not last.strip() or (not isinstance(value, str) and value[-1].role != "user"):
             raise ValueError("the input must end with a non-empty user message")
         return value
-
-    def refuse_unsupported(self) -> None:
-        for name in ("tools", "previous_response_id", "tool_choice"):
-            if (self.model_extra or {}).get(name) not in (None, [], "none"):
-                raise ApiError(400, f"{name} is not supported: the Conductor answers in text", param=name,
-                               code="unsupported_parameter")
 
     @property
     def answer_max_tokens(self) -> Optional[int]:

@@ -1,38 +1,40 @@
 """The HTTP endpoint: ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /health``.
 
-Per request, in order: a request id (``x-request-id``: the caller's if it is a sane token, else a new one;
-echoed on every response), the bearer key (401), the key's rate limit (429 + ``Retry-After``), the body
-(400 naming the field), the model (404), the request's workers and cost cap (400), then the answer, under
-``serve.limits.request_timeout_s`` (504). Every error is in OpenAI's shape. A streamed request opens its
-stream only after all of that passed; a client that goes away cancels the workflow (no more spending).
-Log lines carry the request id, the key's id (never the key), model, status and latency.
+Per request, in order: the request guard (conductor/serving/request_guard.py: a request id, the body's
+declared size), the bearer key (401), the key's rate limit (429 + ``Retry-After``), the body (413 or 408
+while it is read; 400 naming the field or the parameter), the model (404), the request's workers and cost
+cap (400), then the answer, under ``serve.limits.request_timeout_s`` (504). Every error is in OpenAI's
+shape, unknown routes and methods included, and a 5xx is never a client's mistake. A streamed request
+opens its stream only after all of that passed; a client that goes away cancels the workflow (no more
+spending). Log lines carry the request id, the route, the key's id (never the key), status and latency.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
 import time
-import uuid
+import traceback
 from collections.abc import AsyncIterator
 from typing import Any, Optional, Union
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 
 from conductor.serve_config import ServeConfig
 from conductor.serving.api_errors import ApiError, from_validation
 from conductor.serving.api_keys import KeyLimiter, KeyRing
 from conductor.serving.api_schema import ChatCompletionRequest, ResponsesRequest
+from conductor.serving.json_body import parse_json_body
 from conductor.serving.openai_format import DONE, ChatFormat, ResponsesFormat
 from conductor.serving.orchestrator import Orchestrator, ServeRequest
+from conductor.serving.request_guard import RequestGuard
 
 log = logging.getLogger("conductor.serve")
-REQUEST_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+INLINE_BODY_BYTES = 64 * 1024  # larger bodies are parsed and validated off the event loop
 
 
 class _Events:
@@ -48,33 +50,6 @@ class _Events:
         self.queue.put_nowait(("delta", text))
 
 
-class _RequestContext:
-    """Pure ASGI middleware (streams pass through untouched): the request id in and out, one log line."""
-
-    def __init__(self, app: Any):
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        supplied = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
-        request_id = supplied if REQUEST_ID.match(supplied) else f"req_{uuid.uuid4().hex[:24]}"
-        scope.setdefault("state", {}).update(request_id=request_id, key_id="-")
-        started, status = time.perf_counter(), [500]
-
-        async def send_with_id(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            log.info("%s %s %s key=%s status=%d %.1fms", request_id, scope["method"], scope["path"],
-                     scope["state"].get("key_id", "-"), status[0], 1000 * (time.perf_counter() - started))
-
-
 def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
     keys, limiter = KeyRing(serve.auth), KeyLimiter(serve.limits)
     timeout_s = serve.limits.request_timeout_s
@@ -84,15 +59,27 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
     def error_response(exc: ApiError) -> JSONResponse:
         return JSONResponse(exc.body(), exc.status, headers=exc.headers)
 
-    app.add_middleware(_RequestContext)
+    app.add_middleware(RequestGuard, max_body_bytes=serve.limits.max_body_bytes,
+                       body_timeout_s=serve.limits.body_timeout_s)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc)
 
+    @app.exception_handler(HTTPException)
+    async def no_route(request: Request, exc: HTTPException) -> JSONResponse:
+        """An unknown route or a wrong method, in OpenAI's words and shape (the path is not echoed)."""
+        if exc.status_code == 405:
+            return error_response(ApiError(405, f"Invalid method for this URL: {request.method[:16]}.",
+                                           code="method_not_allowed", headers=dict(exc.headers or {})))
+        return error_response(ApiError(exc.status_code, f"Invalid URL ({request.method[:16]} on an unknown route).",
+                                       code="unknown_url" if exc.status_code == 404 else None))
+
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("request %s failed", request.state.request_id)
+        """Our fault: logged by type and place only, since an exception's message may quote the request."""
+        where = "".join(traceback.format_tb(exc.__traceback__))
+        log.error("request %s failed: %s\n%s", request.state.request_id, type(exc).__name__, where)
         return error_response(ApiError(500, "The server had an error processing the request.", kind="server_error"))
 
     def admit(request: Request) -> None:
@@ -100,15 +87,13 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
         limiter.admit(request.state.key_id)
 
     async def body_of(request: Request, schema: Any) -> Any:
-        raw = await request.body()
-        if len(raw) > serve.limits.max_body_bytes:
-            raise ApiError(413, f"The body is larger than {serve.limits.max_body_bytes} bytes.", code="too_large")
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "The body is not valid JSON.", code="invalid_json") from None
-        if not isinstance(data, dict):
-            raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
+        raw = await request.body()  # held to max_body_bytes and body_timeout_s by the guard
+        if len(raw) > INLINE_BODY_BYTES:
+            return await asyncio.to_thread(parsed_body, raw, schema)
+        return parsed_body(raw, schema)
+
+    def parsed_body(raw: bytes, schema: Any) -> Any:
+        data = parse_json_body(raw)
         try:
             parsed = schema.model_validate(data)
         except ValidationError as exc:
@@ -138,11 +123,13 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
     async def chat(request: Request) -> Response:
         admit(request)
         body: ChatCompletionRequest = await body_of(request, ChatCompletionRequest)
-        served = ServeRequest(orchestrator.model(body.model), body.question(), body.conductor, body.answer_max_tokens)
+        served = ServeRequest(orchestrator.model(body.model), body.question(), body.conductor, body.answer_max_tokens,
+                              body.answer_sampling, question_param="messages")
         form = ChatFormat(body.model)
         if not body.stream:
             answer = await within_timeout(orchestrator.answer(served))
-            return JSONResponse(form.completion(answer.text, answer.usage, trace_if(body, answer.trace)))
+            return JSONResponse(form.completion(answer.text, answer.usage, trace_if(body, answer.trace),
+                                                answer.finish_reason))
         events = _Events()
         run = orchestrator.start(served, events)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -160,7 +147,7 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
                     if not item.streamed:
                         yield form.chunk({"content": item.text})
                     extra = {"conductor_trace": item.trace} if body.conductor.trace else {}
-                    yield form.chunk({}, "stop", **extra)
+                    yield form.chunk({}, item.finish_reason, **extra)
                     if include_usage:
                         yield form.usage_chunk(item.usage)
             yield DONE
@@ -171,11 +158,13 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
     async def responses(request: Request) -> Response:
         admit(request)
         body: ResponsesRequest = await body_of(request, ResponsesRequest)
-        served = ServeRequest(orchestrator.model(body.model), body.question(), body.conductor, body.answer_max_tokens)
+        served = ServeRequest(orchestrator.model(body.model), body.question(), body.conductor, body.answer_max_tokens,
+                              body.answer_sampling, question_param="input")
         form = ResponsesFormat(body.model, body.instructions)
         if not body.stream:
             answer = await within_timeout(orchestrator.answer(served))
-            return JSONResponse(form.response("completed", answer.text, answer.usage, trace_if(body, answer.trace)))
+            return JSONResponse(form.finished(answer.text, answer.usage, trace_if(body, answer.trace),
+                                              answer.finish_reason))
         events = _Events()
         run = orchestrator.start(served, events)
 
@@ -199,7 +188,7 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
                 else:
                     if not item.streamed:
                         yield form.delta(item.text)
-                    for event in form.closing(item.text, item.usage, trace_if(body, item.trace)):
+                    for event in form.closing(item.text, item.usage, trace_if(body, item.trace), item.finish_reason):
                         yield event
             yield DONE
 

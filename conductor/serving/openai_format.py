@@ -17,6 +17,7 @@ from typing import Any, Optional
 from conductor.serving.served_trace import Usage
 
 DONE = b"data: [DONE]\n\n"
+INCOMPLETE_REASON = {"length": "max_output_tokens", "content_filter": "content_filter"}  # finish -> responses
 
 
 def sse(body: dict[str, Any], event: Optional[str] = None) -> bytes:
@@ -46,10 +47,11 @@ class ChatFormat:
     def __init__(self, model: str):
         self.id, self.model, self.created = new_id("chatcmpl-"), model, int(time.time())
 
-    def completion(self, text: str, usage: Usage, trace: Optional[dict[str, Any]]) -> dict[str, Any]:
+    def completion(self, text: str, usage: Usage, trace: Optional[dict[str, Any]],
+                   finish_reason: str = "stop") -> dict[str, Any]:
         body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                             "finish_reason": "stop"}],
+                             "finish_reason": finish_reason}],
                 "usage": chat_usage(usage), "system_fingerprint": None}
         if trace is not None:
             body["conductor_trace"] = trace
@@ -74,19 +76,26 @@ class ResponsesFormat:
         self.sequence = 0
 
     def response(self, status: str, text: Optional[str] = None, usage: Optional[Usage] = None,
-                 trace: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-        output = [] if text is None else [self.message(text, "completed")]
+                 trace: Optional[dict[str, Any]] = None, finish_reason: str = "stop") -> dict[str, Any]:
+        incomplete = INCOMPLETE_REASON.get(finish_reason) if status == "incomplete" else None
+        output = [] if text is None else [self.message(text, status)]
         body = {"id": self.id, "object": "response", "created_at": self.created, "status": status,
                 "model": self.model, "output": output, "instructions": self.instructions, "error": None,
-                "incomplete_details": None, "metadata": {}, "parallel_tool_calls": False, "tool_choice": "none",
+                "incomplete_details": {"reason": incomplete} if incomplete else None, "metadata": {},
+                "parallel_tool_calls": False, "tool_choice": "none",
                 "tools": [], "temperature": None, "top_p": None,
                 "usage": responses_usage(usage) if usage is not None else None}
         if trace is not None:
             body["conductor_trace"] = trace
         return body
 
+    def finished(self, text: str, usage: Usage, trace: Optional[dict[str, Any]], finish_reason: str) -> dict[str, Any]:
+        """The final response: ``incomplete`` (with its reason) when the answer was cut, else ``completed``."""
+        status = "incomplete" if finish_reason in INCOMPLETE_REASON else "completed"
+        return self.response(status, text, usage, trace, finish_reason)
+
     def message(self, text: str, status: str) -> dict[str, Any]:
-        content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" or text else []
+        content = [{"type": "output_text", "text": text, "annotations": []}] if status != "in_progress" or text else []
         return {"type": "message", "id": self.message_id, "status": status, "role": "assistant", "content": content}
 
     def event(self, kind: str, **fields: Any) -> bytes:
@@ -109,11 +118,12 @@ class ResponsesFormat:
         return self.event("response.output_text.delta", item_id=self.message_id, output_index=0, content_index=0,
                           delta=text, logprobs=[])
 
-    def closing(self, text: str, usage: Usage, trace: Optional[dict[str, Any]]) -> list[bytes]:
+    def closing(self, text: str, usage: Usage, trace: Optional[dict[str, Any]], finish_reason: str) -> list[bytes]:
         part = {"type": "output_text", "text": text, "annotations": []}
+        final = self.finished(text, usage, trace, finish_reason)
         return [self.event("response.output_text.done", item_id=self.message_id, output_index=0, content_index=0,
                            text=text, logprobs=[]),
                 self.event("response.content_part.done", item_id=self.message_id, output_index=0, content_index=0,
                            part=part),
-                self.event("response.output_item.done", output_index=0, item=self.message(text, "completed")),
-                self.event("response.completed", response=self.response("completed", text, usage, trace))]
+                self.event("response.output_item.done", output_index=0, item=final["output"][0]),
+                self.event(f"response.{final['status']}", response=final)]

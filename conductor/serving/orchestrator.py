@@ -11,6 +11,13 @@ Rules, in the order they apply:
   is not a workflow, a first step that does not fit the cap, or a worker that fails for good hands the
   question to the strongest allowed worker that fits (``serve.strongest_first``, else by output price);
   the trace says which and why. A failure in a recursive round keeps the answer of the round before.
+- A question too long for the Conductor's context is not tokenized (a bound from its longest token
+  says so at once) and goes to the fallback; one that no allowed worker takes either (each refuses it
+  for its context length) is a 400 ``context_length_exceeded``, not a worker failure. A long question is
+  tokenized off the event loop, so it cannot stall other requests.
+- The answer's sampling: the request's ``temperature``, ``top_p`` and ``seed`` and its token limit go to
+  the step that writes the answer (or the fallback); its finish reason is the answer's (``length`` when
+  that limit cut it).
 - Streaming: the final step's reply streams as the worker writes it when it is certain to be the answer
   (the last round allowed, or a fallback); an answer from an earlier round that the Conductor then
   accepts is sent whole when it accepts.
@@ -18,8 +25,10 @@ Rules, in the order they apply:
 
 from __future__ import annotations
 
+import asyncio
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from conductor.config import Config, WorkerSpec
@@ -39,6 +48,14 @@ from conductor.workflow import Step, Workflow, WorkflowParseError, parse_workflo
 from conductor.workflow_constraint import workflow_regex
 
 FALLBACK_SUBTASK = "Answer the question. Give the final answer."
+OFF_LOOP_QUESTION_CHARS = 8192  # longer questions are tokenized on the tokenizer's own thread
+
+
+def longest_token_chars(tokenizer: Any) -> int:
+    """The most characters one token can stand for (its vocabulary string: byte-level tokens spell each
+    byte as one character, so no token decodes to more): a question of ``n`` characters is at least
+    ``n / longest`` tokens."""
+    return max((len(token) for token in tokenizer.get_vocab()), default=1) or 1
 
 
 class ServeEvents(Protocol):
@@ -53,6 +70,8 @@ class ServeRequest:
     question: str
     controls: Controls
     answer_max_tokens: Optional[int] = None
+    answer_sampling: dict[str, Any] = field(default_factory=dict)  # temperature, top_p, seed for the answer
+    question_param: str = "messages"  # the body field the question came from, for a context-length error
 
 
 @dataclass
@@ -61,6 +80,7 @@ class ServedAnswer:
     usage: Usage
     trace: dict[str, Any]
     streamed: bool  # the text already went out through ``answer_delta``
+    finish_reason: str = "stop"  # the answering worker's: "length" when the token limit cut the answer
 
 
 class Orchestrator:
@@ -83,6 +103,13 @@ class Orchestrator:
             raise ValueError(f"serve.strongest_first names unknown workers {unknown}")
         by_price = sorted(self.workers.values(), key=lambda w: -(w.price_out_per_m or 0.0))
         self.strength = list(dict.fromkeys([*self.serve.strongest_first, *(w.id for w in by_price)]))
+        self.max_question_chars = config.engine.max_model_len * longest_token_chars(tokenizer)
+        self.tokenizing = ThreadPoolExecutor(1, thread_name_prefix="conductor-tokenize")
+
+    async def prompt_ids(self, messages: list[dict[str, str]], question_chars: int) -> list[int]:
+        if question_chars <= OFF_LOOP_QUESTION_CHARS:
+            return self.prompts.prompt_ids(messages)
+        return await asyncio.get_running_loop().run_in_executor(self.tokenizing, self.prompts.prompt_ids, messages)
 
     def model(self, name: str) -> ServedModel:
         if name not in self.models:
@@ -148,8 +175,10 @@ class _Run:
         if result.infra_error:
             record.status = "failed"
             failed = tuple(s.worker_id for s in result.steps if s.error and not s.error.startswith("not run"))
-            return await self._fallback(f"a worker failed: {result.infra_error}", failed=failed)
+            return await self._fallback(f"a worker failed: {result.infra_error}", failed=failed,
+                                        failure_kinds=(result.infra_error_kind,))
         answer, final_turn, answer_streamed = result.answer, result.final_turn, self.rounds == 0
+        finish_reason = result.finish_reason
         for round_index in range(1, self.rounds + 1):
             record = RoundRecord(round=round_index)
             self.trace.rounds.append(record)
@@ -173,7 +202,8 @@ class _Run:
                 record.notes.append(f"a worker failed ({result.infra_error}): the previous answer stands")
                 break
             answer, final_turn, answer_streamed = result.answer, result.final_turn, round_index == self.rounds
-        return self._finish(answer or "", streamed=answer_streamed and self.sent_text)
+            finish_reason = result.finish_reason
+        return self._finish(answer or "", streamed=answer_streamed and self.sent_text, finish_reason=finish_reason)
 
     # -- the parts ------------------------------------------------------------------------------------
 
@@ -194,7 +224,12 @@ class _Run:
 
     async def _conduct(self, messages: list[dict[str, str]], record: RoundRecord, *,
                        recursive: bool) -> Optional[str]:
-        prompt = self.o.prompts.prompt_ids(messages)
+        if len(self.request.question) > self.o.max_question_chars:
+            record.parse_error = (f"the question ({len(self.request.question)} characters) cannot fit the "
+                                  f"Conductor's context ({self.o.config.engine.max_model_len} tokens)")
+            record.status = "parse_error"
+            return None
+        prompt = await self.o.prompt_ids(messages, len(self.request.question))
         model = self.request.model
         expression = (workflow_regex(len(self.roster), self.max_steps, recursive_round=recursive)
                       if model.constrain_format else None)
@@ -243,7 +278,8 @@ class _Run:
         roster = roster or self.roster
         last = roster.workers[workflow.steps[-1].worker]
         params = [None] * (len(workflow.steps) - 1) + [
-            {"max_tokens": step_max_tokens(last, self.request.answer_max_tokens, final=True)}]
+            {"max_tokens": step_max_tokens(last, self.request.answer_max_tokens, final=True),
+             **self.request.answer_sampling}]
         sink: Optional[DeltaSink] = self._deliver if live and self.events is not None else None
         result = await self.o.executor.execute(workflow, self.request.question, roster, round_index=round_index,
                                                previous_final=previous_final, step_params=params,
@@ -257,7 +293,8 @@ class _Run:
                            kind="server_error", code="worker_failed")
         return result
 
-    async def _fallback(self, reason: str, failed: tuple[str, ...]) -> ServedAnswer:
+    async def _fallback(self, reason: str, failed: tuple[str, ...],
+                        failure_kinds: tuple[Optional[str], ...] = ()) -> ServedAnswer:
         left = None if self.cap is None else self.cap - self.usage.cost_usd
         for worker_id in self.o.strength:
             if worker_id not in self.roster.worker_ids or worker_id in failed:
@@ -275,18 +312,23 @@ class _Run:
                                          roster=Roster.full([worker]))
             if result.infra_error:
                 record.status = "failed"
-                failed = (*failed, worker_id)
+                failed, failure_kinds = (*failed, worker_id), (*failure_kinds, result.infra_error_kind)
                 continue
-            return self._finish(result.answer or "", streamed=self.sent_text)
+            return self._finish(result.answer or "", streamed=self.sent_text, finish_reason=result.finish_reason)
+        if failure_kinds and all(kind == "context_length" for kind in failure_kinds):
+            raise ApiError(400, f"The question ({len(self.request.question)} characters) fits the context of "
+                           "neither the Conductor nor any allowed worker. Please reduce the length of the "
+                           "messages.", param=self.request.question_param, code="context_length_exceeded")
         if failed:
             raise ApiError(502, f"No allowed worker could answer ({reason}; failed: {', '.join(failed)}).",
                            kind="server_error", code="workers_failed")
         raise ApiError(400, f"No allowed worker can answer within the cost cap (${left:.6f} left; {reason}).",
                        param="conductor.max_cost_usd", code="cost_cap_too_low")
 
-    def _finish(self, text: str, streamed: bool) -> ServedAnswer:
+    def _finish(self, text: str, streamed: bool, finish_reason: Optional[str]) -> ServedAnswer:
         total = time.perf_counter() - self.started
-        return ServedAnswer(text=text, usage=self.usage, trace=self.trace.json(self.usage, total), streamed=streamed)
+        return ServedAnswer(text=text, usage=self.usage, trace=self.trace.json(self.usage, total), streamed=streamed,
+                            finish_reason=finish_reason or "stop")
 
     def _deliver(self, piece: str) -> None:
         self.sent_text = True

@@ -1,0 +1,56 @@
+"""A request body from bytes to a JSON object, with every client mistake a 400 in OpenAI's shape.
+
+JSON allows what no tokenizer or worker API takes: an unpaired UTF-16 surrogate (``"\\ud800"`` is valid
+JSON, but not encodable as UTF-8) and nesting deep enough to exhaust the parser's recursion. Both are
+refused here, naming where, before any of the body reaches the Conductor.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Union
+
+from conductor.serving.api_errors import ApiError, field_path
+
+MAX_DEPTH = 64  # a request's own fields nest ~6 deep; metadata and the like are free-form but not deeper
+
+
+def parse_json_body(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "The body is not valid JSON: it nests too deeply.", code="invalid_json") from None
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "The body is not valid JSON.", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
+    check_strings(data)
+    return data
+
+
+def check_strings(data: Any) -> None:
+    """Walk the body (iteratively: no recursion for a hostile depth); refuse a nesting deeper than
+    MAX_DEPTH and any key or string that is not valid Unicode text."""
+    stack: list[tuple[Any, tuple[Union[str, int], ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise ApiError(400, f"The body nests deeper than {MAX_DEPTH} levels.", code="invalid_json")
+        if isinstance(value, str):
+            _require_text(value, path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                _require_text(key, path)
+                stack.append((item, (*path, key[:64])))
+        elif isinstance(value, list):
+            stack.extend((item, (*path, index)) for index, item in enumerate(value))
+
+
+def _require_text(text: str, path: tuple[Union[str, int], ...]) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        param = field_path(path) or None
+        where = f" in {param}" if param else ""
+        raise ApiError(400, f"Invalid request body: a string{where} holds an unpaired UTF-16 surrogate, which is "
+                       "not text", param=param, code="invalid_value") from None
