@@ -50,3 +50,17 @@ def toy_warm_start(tmp_path_factory) -> Path:
     from tests.support.toy_warm_start import build_toy_warm_start
 
     return build_toy_warm_start(tmp_path_factory.mktemp("toy-warm-start"))
+
+
+@pytest.fixture(scope="session")
+def serve_endpoint(tmp_path_factory, request):
+    """The endpoint in a process of its own, shared by the serving tests (tests/support/serve_endpoint.py)."""
+    from tests.support.serve_endpoint import SERVE_POLICY, start_endpoint
+    from tests.support.served_process import stop_process
+
+    policy = SERVE_POLICY or request.getfixturevalue("toy_warm_start")
+    server, endpoint = start_endpoint(policy, tmp_path_factory.mktemp("serve") / "serve.log")
+    try:
+        yield endpoint
+    finally:
+        stop_process(server)

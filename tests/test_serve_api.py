@@ -10,10 +10,6 @@ The same tests run against another served policy and its config, e.g. the traine
 import asyncio
 import collections
 import json
-import os
-import secrets
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -21,13 +17,10 @@ import openai
 import pytest
 
 from conductor.tasks.toy import toy_tasks
-from conductor.weight_transfer import free_port
-from tests.support.served_process import start_process, stop_process
+from tests.support.serve_endpoint import SERVE_CONFIG
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
-SERVE_CONFIG = os.environ.get("CONDUCTOR_SERVE_TEST_CONFIG", "configs/serve-toy.yaml")
-SERVE_POLICY = os.environ.get("CONDUCTOR_SERVE_TEST_POLICY")   # None: the toy warm start
 
 
 def preset_questions() -> list[str]:
@@ -50,43 +43,9 @@ def served_model(name: str):
     return next(m for m in load_config(REPO / SERVE_CONFIG).serve.models if m.name == name)
 
 
-@dataclass
-class Endpoint:
-    base_url: str
-    key: str
-    load_key: str
-    flood_key: str
-    worker_key: str
-    log: Path
-    bodies: list[str] = field(default_factory=list)  # every raw response body seen, for the key check
-
-    def client(self, key=None, **kw):
-        return openai.OpenAI(base_url=self.base_url, api_key=key or self.key, max_retries=0, timeout=120, **kw)
-
-    def post(self, path, body, key=None, headers=None):
-        auth = {"authorization": f"Bearer {key or self.key}"} if key != "" else {}
-        response = httpx.post(self.base_url + path, json=body, headers={**auth, **(headers or {})}, timeout=120)
-        self.bodies.append(response.text)
-        return response
-
-
-
 @pytest.fixture(scope="module")
-def endpoint(tmp_path_factory, request):
-    policy = SERVE_POLICY or request.getfixturevalue("toy_warm_start")
-    port, log = free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
-    keys = ["sk-caller-" + secrets.token_hex(16) for _ in range(3)]
-    worker_key = "sk-worker-" + secrets.token_hex(16)
-    env = {"CONDUCTOR_API_KEYS": ",".join(keys), "CONDUCTOR_TEST_WORKER_KEY": worker_key}
-    command = [sys.executable, "-m", "cluster.serve", "--config", SERVE_CONFIG,
-               "--set", f"serve.policy={policy}", "--set", f"serve.port={port}",
-               "--set", "simulator.api_key_env=CONDUCTOR_TEST_WORKER_KEY",
-               "--set", "serve.limits.requests_per_minute=600", "--set", "serve.limits.burst=250"]
-    server = start_process(command, log, f"http://127.0.0.1:{port}/health", env, startup_s=240)
-    try:
-        yield Endpoint(f"http://127.0.0.1:{port}/v1", *keys, worker_key, log)
-    finally:
-        stop_process(server)
+def endpoint(serve_endpoint):
+    return serve_endpoint
 
 
 def ask(question):
