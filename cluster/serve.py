@@ -126,7 +126,8 @@ def run_standalone(config: Config) -> None:
         # each request itself (conductor/serving/request_guard.py)
         uvicorn.run(local.app, host=config.serve.host, port=config.serve.port, log_level="info",
                     timeout_keep_alive=75, backlog=2048, access_log=False,
-                    http=header_timeout_protocol(limits.header_timeout_s), limit_concurrency=limits.max_connections)
+                    http=header_timeout_protocol(limits.header_timeout_s, limits.max_pending_connections),
+                    limit_concurrency=limits.max_connections)
 
 
 # -- Ray Serve --------------------------------------------------------------------------------------------

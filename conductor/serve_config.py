@@ -75,6 +75,8 @@ class ServeLimits(Section):
                                   "headers, or the request is a 408 and the connection closed")
     max_connections: int = Field(default=1024, ge=1, description="standalone: open connections (uvicorn's "
                                  "limit_concurrency); a request beyond it is a 503")
+    max_pending_connections: int = Field(default=256, ge=1, description="standalone: connections still sending "
+                                         "their headers (none authenticated yet); past it the oldest is closed")
 
 
 class ServeDeployment(Section):

@@ -19,7 +19,7 @@ from tests.support.served_process import start_process
 
 SERVE_CONFIG = os.environ.get("CONDUCTOR_SERVE_TEST_CONFIG", "configs/serve-toy.yaml")
 SERVE_POLICY = os.environ.get("CONDUCTOR_SERVE_TEST_POLICY")   # None: the toy warm start
-HEADER_TIMEOUT_S, BODY_TIMEOUT_S, MAX_BODY_BYTES = 2.0, 3.0, 4 * 2**20
+HEADER_TIMEOUT_S, BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_PENDING = 2.0, 3.0, 4 * 2**20, 128
 SPARE_KEYS = 12
 
 
@@ -60,7 +60,8 @@ def start_endpoint(policy: str, log: Path):
                "--set", "serve.limits.requests_per_minute=600", "--set", "serve.limits.burst=250",
                "--set", f"serve.limits.header_timeout_s={HEADER_TIMEOUT_S}",
                "--set", f"serve.limits.body_timeout_s={BODY_TIMEOUT_S}",
-               "--set", f"serve.limits.max_body_bytes={MAX_BODY_BYTES}"]
+               "--set", f"serve.limits.max_body_bytes={MAX_BODY_BYTES}",
+               "--set", f"serve.limits.max_pending_connections={MAX_PENDING}"]
     server = start_process(command, log, f"http://127.0.0.1:{port}/health", env, startup_s=240)
     endpoint = Endpoint(f"http://127.0.0.1:{port}/v1", keys[0], keys[1], keys[2], keys[3:], worker_key, log)
     return server, endpoint

@@ -1,0 +1,81 @@
+"""The endpoint's HTTP protocol (conductor/serving/http_protocol.py) under a real uvicorn server on loopback,
+in a thread: connections that never finish their headers are closed after the header timeout, at most
+``max_pending`` may wait at once (the oldest goes), and a normal request is untouched."""
+
+import contextlib
+import socket
+import threading
+import time
+
+import httpx
+import uvicorn
+
+from conductor.serving.http_protocol import header_timeout_protocol
+
+
+async def hello(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+@contextlib.contextmanager
+def server(header_timeout_s, max_pending):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(hello, log_level="warning", access_log=False, lifespan="off",
+                            http=header_timeout_protocol(header_timeout_s, max_pending))
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not running.started:
+        assert time.monotonic() < deadline and thread.is_alive()
+        time.sleep(0.02)
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        running.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def closed(sock, wait_s):
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def test_a_connection_that_never_finishes_its_headers_is_closed_after_the_timeout():
+    with server(header_timeout_s=0.5, max_pending=100) as port:
+        silent = socket.create_connection(("127.0.0.1", port))
+        trickle = socket.create_connection(("127.0.0.1", port))
+        trickle.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        assert closed(silent, 30) and closed(trickle, 30)
+        assert 0.3 < time.monotonic() - started < 20
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).text == "ok"
+
+
+def test_past_the_cap_the_connection_waiting_longest_is_closed():
+    with server(header_timeout_s=600, max_pending=4) as port:
+        sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(6)]
+        time.sleep(0.2)
+        assert closed(sockets[0], 10) and closed(sockets[1], 10)
+        assert not any(closed(sock, 0.2) for sock in sockets[2:])  # the header timeout is 10 minutes away
+        with httpx.Client() as client:  # a request's headers arrive at once: it is served, and evicts the oldest
+            assert client.get(f"http://127.0.0.1:{port}/", timeout=10).text == "ok"
+        assert closed(sockets[2], 10)
+        for sock in sockets:
+            sock.close()
+
+
+def test_keep_alive_requests_are_not_held_to_the_header_cap():
+    with server(header_timeout_s=600, max_pending=1) as port:
+        with httpx.Client() as client:  # one connection, many requests: never waiting long for headers
+            assert all(client.get(f"http://127.0.0.1:{port}/", timeout=10).text == "ok" for _ in range(20))
