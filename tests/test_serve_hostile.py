@@ -155,7 +155,7 @@ def test_a_streamed_body_is_cut_off_at_the_limit_not_read_whole(endpoint):
 
 def test_health_stays_fast_while_big_questions_and_trickling_sockets_load_the_server(endpoint):
     stop = threading.Event()
-    big = json.dumps({"model": "conductor-ultra", "messages": ask("violin " * 560_000)}).encode()  # ~3.9 MB
+    big = json.dumps({"model": "conductor-ultra", "messages": ask("violin " * 572_000)}).encode()  # 4.0 MB
     assert len(big) < MAX_BODY_BYTES
     statuses = collections.Counter()
 
