@@ -125,7 +125,7 @@ def run_standalone(config: Config) -> None:
         # access_log off: its line carries the raw path and query (a key a caller put there); the app logs
         # each request itself (conductor/serving/request_guard.py)
         uvicorn.run(local.app, host=config.serve.host, port=config.serve.port, log_level="info",
-                    timeout_keep_alive=75, backlog=2048, access_log=False,
+                    timeout_keep_alive=limits.keep_alive_s, backlog=2048, access_log=False,
                     http=header_timeout_protocol(limits.header_timeout_s, limits.max_pending_connections),
                     limit_concurrency=limits.max_connections)
 

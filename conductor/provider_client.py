@@ -53,6 +53,16 @@ def estimate_prompt_tokens(messages: Messages) -> int:
     return sum(len(m.get("content") or "") // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE for m in messages)
 
 
+def finish_reason(reported: Optional[str]) -> Optional[str]:
+    """A provider's finish reason in OpenAI's words: "length" for any token limit (some servers say
+    "max_tokens"), "content_filter" kept, anything else "stop"."""
+    if reported is None:
+        return None
+    if reported in ("length", "max_tokens", "max_output_tokens", "model_length"):
+        return "length"
+    return "content_filter" if reported == "content_filter" else "stop"
+
+
 class ProviderClient:
     def __init__(self, spec: ProviderSpec, workers: list[WorkerSpec], *, seed: Optional[int] = None,
                  recent_sends_unknown: bool = False):
@@ -151,7 +161,9 @@ class ProviderClient:
             completion = raw.parse()
             text = completion.choices[0].message.content
             usage = completion.usage
-            finish = completion.choices[0].finish_reason
+            finish = finish_reason(completion.choices[0].finish_reason)
+            if text is None and finish == "length":  # a reasoning model's limit spent before any answer text
+                text = ""
             if text is None or usage is None:
                 raise ValueError("response has no message content or no usage")
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
@@ -177,7 +189,7 @@ class ProviderClient:
                 async for chunk in raw.parse():
                     usage = chunk.usage or usage
                     piece = chunk.choices[0].delta.content if chunk.choices else None
-                    finish = (chunk.choices[0].finish_reason if chunk.choices else None) or finish
+                    finish = (finish_reason(chunk.choices[0].finish_reason) if chunk.choices else None) or finish
                     if piece:
                         pieces.append(piece)
                         on_delta(piece)

@@ -75,6 +75,8 @@ class ServeLimits(Section):
                                   "headers, or the request is a 408 and the connection closed")
     max_connections: int = Field(default=1024, ge=1, description="standalone: open connections (uvicorn's "
                                  "limit_concurrency); a request beyond it is a 503")
+    keep_alive_s: float = Field(default=15.0, gt=0, description="standalone: an idle connection between requests "
+                                "is closed after this long (it holds one of max_connections)")
     max_pending_connections: int = Field(default=256, ge=1, description="standalone: connections still sending "
                                          "their headers (none authenticated yet); past it the oldest is closed")
 

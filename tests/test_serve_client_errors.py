@@ -9,6 +9,7 @@ import json
 import httpx
 import pytest
 
+from conductor.provider_client import finish_reason
 from conductor.serve_config import ServeConfig, ServedModel
 from conductor.serving.app import create_app
 from conductor.serving.json_body import MAX_DEPTH
@@ -154,3 +155,42 @@ def test_the_guard_passes_a_non_http_scope_through():
         seen.append(scope["type"])
     asyncio.run(RequestGuard(inner, max_body_bytes=10, body_timeout_s=1)({"type": "lifespan"}, None, None))
     assert seen == ["lifespan"]
+
+
+def test_tool_turns_infinite_numbers_and_too_many_json_values_are_400s():
+    asgi = app()
+    tool = [{"role": "tool", "content": "42", "tool_call_id": "c1"}, *ASK]
+    openai_error(call(asgi, "POST", "/v1/chat/completions", json={"model": "mini", "messages": tool}), 400,
+                 "unsupported_parameter", "messages[0].role")
+    raw = b'{"model": "mini", "messages": [{"role": "user", "content": "hi"}], "conductor": {"max_cost_usd": 1e400}}'
+    openai_error(call(asgi, "POST", "/v1/chat/completions", content=raw), 400, "invalid_value",
+                 "conductor.max_cost_usd")
+    flat = b'{"model": "mini", "metadata": [' + b"0," * 300_000 + b"0]}"
+    openai_error(call(asgi, "POST", "/v1/chat/completions", content=flat), 400, "invalid_json")
+
+
+def test_a_reply_sent_before_the_body_was_read_closes_the_connection():
+    response = call(app(), "GET", "/health", content=b"x" * 100)
+    assert response.status_code == 200 and response.headers["connection"] == "close"
+    assert "connection" not in call(app(), "GET", "/health").headers
+
+
+def test_our_own_fault_is_a_500_in_openai_s_shape_logged_without_its_message(caplog):
+    leaked = "-".join(["sk", "in", "an", "exception"])  # a value, not source text a traceback would show
+
+    class Broken(ScriptedConductor):
+        async def generate(self, prompts, n, sampling):
+            raise RuntimeError(f"the question was: {leaked}")
+    serve = ServeConfig(models=[ServedModel(name="mini", workers=["cheap", "mid"])], auth={"required": False})
+    asgi = create_app(orchestrator(Broken(), ContextPool(context_words=10**6)), serve)
+    with caplog.at_level("INFO"):
+        response = call(asgi, "POST", "/v1/chat/completions", json={"model": "mini", "messages": ASK})
+    error = openai_error(response, 500)
+    assert error["type"] == "server_error" and leaked not in response.text
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "RuntimeError" in logged and leaked not in logged
+
+
+def test_a_providers_finish_reason_is_read_in_openai_s_words():
+    assert [finish_reason(r) for r in ("stop", "length", "max_tokens", "eos", "content_filter", None)] == [
+        "stop", "length", "length", "stop", "content_filter", None]

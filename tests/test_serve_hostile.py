@@ -135,6 +135,9 @@ def test_slow_and_lying_clients_are_closed_within_the_configured_timeouts(endpoi
                                          b"Content-Length: 100000\r\n\r\n", b'{"model": "conductor-mini"')
     assert status.startswith("HTTP/1.1 408") and seconds < BODY_TIMEOUT_S + SLACK_S, (status, seconds)
     assert b'"code":"timeout"' in reply.replace(b" ", b"")
+    status, seconds, _ = raw_request(endpoint, b"GET /health HTTP/1.1\r\n" + host + b"Content-Length: 4000000\r\n\r\n",
+                                     b"x")  # answered before its body: closed, not kept for a trickle
+    assert status.startswith("HTTP/1.1 200") and seconds < SLACK_S
 
 
 def test_a_streamed_body_is_cut_off_at_the_limit_not_read_whole(endpoint):

@@ -22,7 +22,7 @@ MAX_TOKENS_LIMIT = 1_000_000  # a bound far above any worker's; each worker's ow
 class Controls(BaseModel):
     """``extra_body={"conductor": {...}}``: narrow what this request may do; never widen the model's limits."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     workers: Optional[list[str]] = Field(default=None, min_length=1, description="worker ids it may call")
     max_steps: Optional[int] = Field(default=None, ge=1, le=32)
@@ -75,6 +75,17 @@ def _refuse_set(fields: dict[str, Any], path: str, names: dict[str, tuple[Any, .
                            param=f"{path}{name}", code="unsupported_parameter")
 
 
+TOOL_ROLES = ("tool", "function")
+
+
+def _refuse_tool_turns(value: Any) -> Any:
+    """A tool turn is refused by name; any other unknown role is an invalid value."""
+    if isinstance(value, dict) and value.get("role") in TOOL_ROLES:
+        raise PydanticCustomError("unsupported_parameter", "role '{role}' is not supported: the Conductor has no "
+                                  "tools, so no tool turns", {"role": value["role"], "field": "role"})
+    return value
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -88,19 +99,27 @@ class ChatMessage(BaseModel):
     tool_call_id: Optional[str] = None
     annotations: Optional[list[Any]] = None  # ignored
 
+    _tool_turns = model_validator(mode="before")(_refuse_tool_turns)
+
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    include_usage: bool = False
+    include_usage: bool = Field(default=False, strict=True)
     include_obfuscation: Optional[bool] = None  # ignored: no obfuscation padding is sent
+
+
+class ResponsesStreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    include_obfuscation: Optional[bool] = None
 
 
 class _OpenAiRequest(BaseModel):
     """A request body: its honoured fields are declared; the refused and ignored ones of its parameter
     table arrive as extras, and any other field is refused as unknown."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     table: ClassVar[dict[str, parameters.Kind]]
 
     def refuse_unsupported(self) -> None:
@@ -126,14 +145,14 @@ class ChatCompletionRequest(_OpenAiRequest):
 
     model: str = Field(min_length=1)
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: bool = Field(default=False, strict=True)
     stream_options: Optional[StreamOptions] = None
-    max_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
-    max_completion_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
+    max_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT, strict=True)
+    max_completion_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT, strict=True)
     temperature: Optional[float] = Field(default=None, ge=0, le=2)
-    top_p: Optional[float] = Field(default=None, ge=0, le=1)
-    seed: Optional[int] = Field(default=None, ge=-(2**63), lt=2**63)
-    n: int = Field(default=1, ge=1, le=1, description="one answer per request")
+    top_p: Optional[float] = Field(default=None, gt=0, le=1)
+    seed: Optional[int] = Field(default=None, ge=-(2**63), lt=2**63, strict=True)
+    n: int = Field(default=1, ge=1, le=1, strict=True, description="one answer per request")
     conductor: Controls = Field(default_factory=Controls)
 
     @field_validator("messages")
@@ -208,11 +227,12 @@ class ResponsesRequest(_OpenAiRequest):
     input: Annotated[Union[Annotated[str, Tag("str")], Annotated[list[InputMessage], Tag("list")]],
                      Discriminator(_content_kind)]
     instructions: Optional[str] = None
-    stream: bool = False
-    max_output_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
+    stream: bool = Field(default=False, strict=True)
+    max_output_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT, strict=True)
     temperature: Optional[float] = Field(default=None, ge=0, le=2)
-    top_p: Optional[float] = Field(default=None, ge=0, le=1)
+    top_p: Optional[float] = Field(default=None, gt=0, le=1)
     text: Optional[TextOptions] = None
+    stream_options: Optional[ResponsesStreamOptions] = None  # ignored: no obfuscation padding is sent
     conductor: Controls = Field(default_factory=Controls)
 
     @field_validator("input")

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import traceback
 from collections.abc import AsyncIterator
 from typing import Any, Optional, Union
 
@@ -31,7 +30,7 @@ from conductor.serving.api_schema import ChatCompletionRequest, ResponsesRequest
 from conductor.serving.json_body import parse_json_body
 from conductor.serving.openai_format import DONE, ChatFormat, ResponsesFormat
 from conductor.serving.orchestrator import Orchestrator, ServeRequest
-from conductor.serving.request_guard import RequestGuard
+from conductor.serving.request_guard import RequestGuard, where
 
 log = logging.getLogger("conductor.serve")
 INLINE_BODY_BYTES = 64 * 1024  # larger bodies are parsed and validated off the event loop
@@ -74,13 +73,6 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
                                            code="method_not_allowed", headers=dict(exc.headers or {})))
         return error_response(ApiError(exc.status_code, f"Invalid URL ({request.method[:16]} on an unknown route).",
                                        code="unknown_url" if exc.status_code == 404 else None))
-
-    @app.exception_handler(Exception)
-    async def bug(request: Request, exc: Exception) -> JSONResponse:
-        """Our fault: logged by type and place only, since an exception's message may quote the request."""
-        where = "".join(traceback.format_tb(exc.__traceback__))
-        log.error("request %s failed: %s\n%s", request.state.request_id, type(exc).__name__, where)
-        return error_response(ApiError(500, "The server had an error processing the request.", kind="server_error"))
 
     def admit(request: Request) -> None:
         request.state.key_id = keys.identify(request.headers.get("authorization"))
@@ -226,8 +218,8 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
             except TimeoutError:
                 yield "error", ApiError(504, f"The request took longer than {timeout_s:g}s.", kind="server_error",
                                         code="timeout")
-            except Exception:
-                log.exception("a streamed request failed")
+            except Exception as exc:  # logged by type and place: its message may quote the request
+                log.error("a streamed request failed: %s\n%s", type(exc).__name__, where(exc))
                 yield "error", ApiError(500, "The server had an error processing the request.", kind="server_error")
         finally:
             if not task.done():

@@ -2,7 +2,11 @@
 
 JSON allows what no tokenizer or worker API takes: an unpaired UTF-16 surrogate (``"\\ud800"`` is valid
 JSON, but not encodable as UTF-8) and nesting deep enough to exhaust the parser's recursion. Both are
-refused here, naming where, before any of the body reaches the Conductor.
+refused here, naming where, before any of the body reaches the Conductor. So is a body of more than
+``MAX_JSON_VALUES`` arrays, objects and separators, counted in the bytes before parsing: the parser holds
+the interpreter for the whole of one call (half a second for 4 MB of ``[[],[],...]``), and a request's
+own structure is a few dozen values; prose questions carry their commas inside strings, about one per
+hundred characters, well below the bound even at the body size limit.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ from typing import Any, Union
 from conductor.serving.api_errors import ApiError, field_path
 
 MAX_DEPTH = 64  # a request's own fields nest ~6 deep; metadata and the like are free-form but not deeper
+MAX_JSON_VALUES = 250_000
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:
+    if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > MAX_JSON_VALUES:
+        raise ApiError(400, f"The body holds more than {MAX_JSON_VALUES} JSON values.", code="invalid_json")
     try:
         data = json.loads(raw)
     except RecursionError:

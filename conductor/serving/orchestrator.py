@@ -316,9 +316,10 @@ class _Run:
                 continue
             return self._finish(result.answer or "", streamed=self.sent_text, finish_reason=result.finish_reason)
         if failure_kinds and all(kind == "context_length" for kind in failure_kinds):
-            raise ApiError(400, f"The question ({len(self.request.question)} characters) fits the context of "
-                           "neither the Conductor nor any allowed worker. Please reduce the length of the "
-                           "messages.", param=self.request.question_param, code="context_length_exceeded")
+            raise ApiError(400, f"The question ({len(self.request.question)} characters) is longer than the context "
+                           f"of every allowed worker that could be asked ({', '.join(failed)}). Please reduce the "
+                           "length of the messages.", param=self.request.question_param,
+                           code="context_length_exceeded")
         if failed:
             raise ApiError(502, f"No allowed worker could answer ({reason}; failed: {', '.join(failed)}).",
                            kind="server_error", code="workers_failed")
