@@ -63,4 +63,5 @@ def serve_endpoint(tmp_path_factory, request):
     try:
         yield endpoint
     finally:
+        endpoint.http.close()
         stop_process(server)

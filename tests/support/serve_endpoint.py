@@ -20,7 +20,7 @@ from tests.support.served_process import start_process
 SERVE_CONFIG = os.environ.get("CONDUCTOR_SERVE_TEST_CONFIG", "configs/serve-toy.yaml")
 SERVE_POLICY = os.environ.get("CONDUCTOR_SERVE_TEST_POLICY")   # None: the toy warm start
 HEADER_TIMEOUT_S, BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_PENDING = 2.0, 3.0, 4 * 2**20, 128
-SPARE_KEYS = 12
+SPARE_KEYS = 20
 
 
 @dataclass
@@ -33,6 +33,7 @@ class Endpoint:
     worker_key: str
     log: Path
     bodies: list[str] = field(default_factory=list)  # every raw response body seen, for the key check
+    http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=120))  # one pool: no client per call
 
     @property
     def port(self) -> int:
@@ -43,7 +44,7 @@ class Endpoint:
 
     def post(self, path, body, key=None, headers=None):
         auth = {"authorization": f"Bearer {key or self.key}"} if key != "" else {}
-        response = httpx.post(self.base_url + path, json=body, headers={**auth, **(headers or {})}, timeout=120)
+        response = self.http.post(self.base_url + path, json=body, headers={**auth, **(headers or {})})
         self.bodies.append(response.text)
         return response
 
