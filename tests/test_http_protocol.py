@@ -111,3 +111,13 @@ def test_a_burst_of_new_connections_past_the_cap_evicts_nobody():
             sock.settimeout(10)
             assert sock.recv(4096).startswith(b"HTTP/1.1 200")
             sock.close()
+
+
+def test_a_large_body_in_the_same_read_as_its_headers_is_not_counted_as_headers():
+    with server(header_timeout_s=600, max_pending=100) as port:
+        body = b"x" * (4 * MAX_HEADER_BYTES)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+                         + body)
+            sock.settimeout(10)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")

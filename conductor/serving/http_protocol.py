@@ -41,12 +41,13 @@ class _HeaderTimeoutProtocol(HttpToolsProtocol):
         self._arm_header_timer()
 
     def data_received(self, data: bytes) -> None:
-        if self.header_timer is not None:  # still reading a request line and headers
+        """Counted only while the headers are incomplete after a read: a read that completes them may
+        carry a large body with it. A growing request line is cut within one read of the limit."""
+        super().data_received(data)
+        if self.header_timer is not None:  # still no complete request line and headers
             self.header_bytes += len(data)
             if self.header_bytes > MAX_HEADER_BYTES:
                 self._close_waiting()
-                return
-        super().data_received(data)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
