@@ -59,7 +59,3 @@ def is_off(name: str, value: Any) -> bool:
     """Whether a refused parameter's value means it is not used."""
     return value is None or any(value == off and isinstance(value, bool) == isinstance(off, bool)
                                 for off in _OFF[name] if off is not None)
-
-
-def refused_default(name: str) -> tuple[Any, ...]:
-    return _OFF[name]

@@ -195,12 +195,6 @@ class InputMessage(BaseModel):
         return value
 
 
-class TextFormat(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["text"]
-
-
 class TextOptions(BaseModel):
     """``text``: the output format. Plain text is what the Conductor writes; any other format is refused."""
 
