@@ -201,6 +201,10 @@ class LearnerConfig(Section):
     eps_low: float = Field(default=0.2, ge=0, lt=1)
     eps_high: float = Field(default=0.2, ge=0)
     kl_coef: float = Field(default=0.0, ge=0, description="> 0 keeps a frozen reference model")
+    worker_id_kl_coef: float = Field(
+        default=0.0, ge=0, description="a KL term to the warm start on the tokens that name a worker (the "
+        "model_id list) only: holds whom to ask open while the subtasks and format move "
+        "(conductor/worker_choice_tokens.py); > 0 keeps a frozen reference model")
     aggregation: Literal["token", "sequence"] = "token"
     tis_cap: Union[Annotated[float, Field(gt=0)], Literal["auto"], None] = Field(
         default="auto", description="truncated importance weight cap; null = off; auto = off when training "

@@ -15,10 +15,12 @@ workflows, as the reward says.
 
 Loss per completion token t of sample i, with ratio_t = exp(logp_t - old_logp_t):
 
-    l_t = -min(ratio_t * A_i, clip(ratio_t, 1 - eps_low, 1 + eps_high) * A_i) * w_t  +  beta * kl_t
+    l_t = -min(ratio_t * A_i, clip(ratio_t, 1 - eps_low, 1 + eps_high) * A_i) * w_t  +  (beta + beta_id * c_t) * kl_t
     w_t = min(exp(old_logp_t - behaviour_logp_t), tis_cap)      (truncated importance correction for the
                                                                  engine/learner mismatch; 1 when off)
-    kl_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1            (k3 estimator; only when beta > 0)
+    kl_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1            (k3 estimator; only when beta or beta_id > 0)
+    c_t  = 1 on the tokens that name a worker, else 0           (conductor/worker_choice_tokens.py: beta_id
+                                                                 holds whom to ask open, not the subtasks)
 
 Aggregation: "token" averages l_t over every completion token of the batch (long completions weigh
 more); "sequence" averages within each completion, then over completions. A batch split into
@@ -40,6 +42,7 @@ class GrpoSettings:
     eps_low: float = 0.2
     eps_high: float = 0.2
     kl_coef: float = 0.0
+    worker_id_kl_coef: float = 0.0
     aggregation: Literal["token", "sequence"] = "token"
     tis_cap: Optional[float] = None  # None: no importance correction
     adv_eps: float = 1e-6
@@ -62,9 +65,11 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
                 mask: torch.Tensor, settings: GrpoSettings = GrpoSettings(),
                 behaviour_logprobs: Optional[torch.Tensor] = None,
                 ref_logprobs: Optional[torch.Tensor] = None,
-                normaliser: Optional[float] = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """Shapes: [batch, tokens] for the log-prob tensors and ``mask`` (1 on completion tokens), [batch]
-    for ``advantages``. Returns the scalar loss and diagnostics (clip fraction, mean ratio, KL)."""
+                normaliser: Optional[float] = None,
+                worker_choice_mask: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Shapes: [batch, tokens] for the log-prob tensors, ``mask`` (1 on completion tokens) and
+    ``worker_choice_mask``, [batch] for ``advantages``. Returns the scalar loss and diagnostics (clip
+    fraction, mean ratio, KL over completion tokens, KL over the tokens that name a worker)."""
     mask = mask.to(logprobs.dtype)
     ratio = torch.exp(logprobs - old_logprobs)
     adv = advantages.to(logprobs.dtype).unsqueeze(-1)
@@ -74,20 +79,28 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     if settings.tis_cap is not None and behaviour_logprobs is not None:
         weight = torch.clamp(torch.exp(old_logprobs - behaviour_logprobs), max=settings.tis_cap).detach()
         per_token = per_token * weight
-    kl_mean = 0.0
-    if settings.kl_coef > 0:
+    kl_mean, worker_id_kl = 0.0, 0.0
+    if settings.kl_coef > 0 or settings.worker_id_kl_coef > 0:
         if ref_logprobs is None:
-            raise ValueError("kl_coef > 0 needs reference logprobs")
+            raise ValueError("a KL term (kl_coef or worker_id_kl_coef > 0) needs reference logprobs")
         log_ratio = ref_logprobs - logprobs
         kl = torch.exp(log_ratio) - log_ratio - 1.0
-        per_token = per_token + settings.kl_coef * kl
+        coefficient = torch.full_like(kl, settings.kl_coef)
+        if settings.worker_id_kl_coef > 0:
+            if worker_choice_mask is None:
+                raise ValueError("worker_id_kl_coef > 0 needs the worker-choice mask")
+            choice = worker_choice_mask.to(kl.dtype) * mask
+            coefficient = coefficient + settings.worker_id_kl_coef * choice
+            worker_id_kl = float((kl * choice).sum() / choice.sum().clamp(min=1))
+        per_token = per_token + coefficient * kl
         kl_mean = float((kl * mask).sum() / mask.sum().clamp(min=1))
     loss = aggregate(per_token, mask, settings.aggregation, normaliser)
     with torch.no_grad():
         clip_fraction = float((((ratio < 1 - settings.eps_low) | (ratio > 1 + settings.eps_high)).to(mask.dtype)
                                * mask).sum() / mask.sum().clamp(min=1))
         mean_ratio = float((ratio * mask).sum() / mask.sum().clamp(min=1))
-    return loss, {"clip_fraction": clip_fraction, "mean_ratio": mean_ratio, "kl": kl_mean}
+    return loss, {"clip_fraction": clip_fraction, "mean_ratio": mean_ratio, "kl": kl_mean,
+                  "worker_id_kl": worker_id_kl}
 
 
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str,

@@ -30,6 +30,7 @@ from conductor.config import LearnerConfig
 from conductor.metrics import Families
 from conductor.run_output import RunOutput, local_copy
 from conductor.timer import Timer
+from conductor.worker_choice_tokens import TokenTexts
 from learner.grpo import GrpoSettings, policy_loss
 from learner.lr_schedule import lr_factor
 from learner.shared_prompt import collate_shared, shared_prompt_logprobs
@@ -122,11 +123,17 @@ class LearnerRank:
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
         self.reference = None
-        if config.kl_coef > 0:
+        self.token_texts = None
+        if config.worker_id_kl_coef > 0:
+            from transformers import AutoTokenizer
+
+            self.token_texts = TokenTexts(AutoTokenizer.from_pretrained(model_path))
+        if config.kl_coef > 0 or config.worker_id_kl_coef > 0:
             self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
             self.reference = self.reference.to(self.engine.device).eval()
             self.reference.requires_grad_(False)
         self.settings = GrpoSettings(eps_low=config.eps_low, eps_high=config.eps_high, kl_coef=config.kl_coef,
+                                     worker_id_kl_coef=config.worker_id_kl_coef,
                                      aggregation=config.aggregation,
                                      tis_cap=config.resolved(asynchronous=False).tis_cap)
         self.steps_done = 0
@@ -137,6 +144,9 @@ class LearnerRank:
 
     def _collate(self, sequences: Sequence[TrainSequence]):
         """A micro-batch's tensors, on the engine's device (host memory on CPU, the rank's GPU with NCCL)."""
+        if self.token_texts is not None:
+            sequences = [dataclasses.replace(s, worker_choice=self.token_texts.choice_positions(s.completion_ids))
+                         for s in sequences]
         batch = collate_shared(sequences, self.pad_id) if self.shared_prompt else collate(sequences, self.pad_id)
         for item in dataclasses.fields(batch):
             setattr(batch, item.name, getattr(batch, item.name).to(self.engine.device))
@@ -166,7 +176,8 @@ class LearnerRank:
         if len(prepared) > 1:  # several updates on one batch: ratios against the pre-update policy
             with torch.no_grad(), Timer("forward", timings):
                 old = [[self._forward_logprobs(self.engine, b) for b in micros] for micros in prepared]
-        totals = {"loss": 0.0, "clip_fraction": 0.0, "mean_ratio": 0.0, "kl": 0.0}
+        totals = {"loss": 0.0, "clip_fraction": 0.0, "mean_ratio": 0.0, "kl": 0.0, "worker_id_kl": 0.0}
+        averaged = ("clip_fraction", "mean_ratio", "kl", "worker_id_kl")
         micro_count = 0
         for m, micros in enumerate(prepared):
             for k, batch in enumerate(micros):
@@ -179,17 +190,18 @@ class LearnerRank:
                             ref = self._forward_logprobs(self.reference, batch)
                     loss, stats = policy_loss(logprobs, old_logprobs, batch.advantages, batch.completion_mask,
                                               self.settings, behaviour_logprobs=batch.behaviour_logprobs,
-                                              ref_logprobs=ref, normaliser=max(normalisers[m], 1.0) / self.world_size)
+                                              ref_logprobs=ref, normaliser=max(normalisers[m], 1.0) / self.world_size,
+                                              worker_choice_mask=batch.worker_choice_mask)
                 with Timer("backward", timings):
                     self.engine.backward(loss, scale_wrt_gas=False)
                 with Timer("optimizer", timings):
                     self.engine.step()
                 totals["loss"] += loss.item() / self.world_size
-                for key in ("clip_fraction", "mean_ratio", "kl"):
+                for key in averaged:
                     totals[key] += stats[key]
                 micro_count += 1
         self.steps_done += 1
-        for key in ("clip_fraction", "mean_ratio", "kl"):
+        for key in averaged:
             totals[key] /= max(1, micro_count)
         stats = LearnerStats(**totals, grad_norm=float(self.engine.get_global_grad_norm() or 0.0),
                              lr=float(self.scheduler.get_last_lr()[0]), timings=timings)

@@ -34,6 +34,7 @@ class SharedPromptBatch:
     completion_mask: torch.Tensor     # [B, C] float: 1 on completion tokens
     behaviour_logprobs: torch.Tensor  # [B, C] float, 0 outside the mask
     advantages: torch.Tensor          # [B] float
+    worker_choice_mask: torch.Tensor  # [B, C] float: 1 on tokens that name a worker
 
 
 def collate_shared(sequences: Sequence[TrainSequence], pad_id: int) -> SharedPromptBatch:
@@ -50,16 +51,19 @@ def collate_shared(sequences: Sequence[TrainSequence], pad_id: int) -> SharedPro
     completion_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     completion_mask = torch.zeros((len(sequences), width), dtype=torch.float32)
     behaviour = torch.zeros((len(sequences), width), dtype=torch.float32)
+    choice = torch.zeros((len(sequences), width), dtype=torch.float32)
     for row, s in enumerate(sequences):
         length = len(s.completion_ids)
         completion_ids[row, :length] = torch.tensor(s.completion_ids)
         completion_mask[row, :length] = 1.0
         behaviour[row, :length] = torch.tensor(s.behaviour_logprobs)
+        choice[row, list(s.worker_choice)] = 1.0
     return SharedPromptBatch(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
                              row_prompt=torch.tensor(row_prompt, dtype=torch.long),
                              completion_ids=completion_ids, completion_mask=completion_mask,
                              behaviour_logprobs=behaviour,
-                             advantages=torch.tensor([s.advantage for s in sequences], dtype=torch.float32))
+                             advantages=torch.tensor([s.advantage for s in sequences], dtype=torch.float32),
+                             worker_choice_mask=choice)
 
 
 def shared_prompt_logprobs(module, batch: SharedPromptBatch) -> torch.Tensor:

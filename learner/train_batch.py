@@ -28,6 +28,7 @@ class TrainSequence:
     completion_ids: tuple[int, ...]
     behaviour_logprobs: tuple[float, ...]
     advantage: float
+    worker_choice: tuple[int, ...] = ()  # completion positions that name a worker (worker_id_kl_coef)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class LearnerStats:
     kl: float
     grad_norm: float
     lr: float
+    worker_id_kl: float = 0.0  # the KL over the tokens that name a worker (learner.worker_id_kl_coef > 0)
     skipped: bool = False  # no sequence carried signal: no optimizer step
     timings: dict[str, float] = field(default_factory=dict)  # seconds inside the slowest rank, by phase
 
@@ -58,7 +60,8 @@ class LearnerStats:
                    mean_ratio=sum(r.mean_ratio for r in per_rank) / count,
                    kl=sum(r.kl for r in per_rank) / count,
                    grad_norm=sum(r.grad_norm for r in per_rank) / count,
-                   lr=sum(r.lr for r in per_rank) / count, timings=dict(slowest.timings))
+                   lr=sum(r.lr for r in per_rank) / count,
+                   worker_id_kl=sum(r.worker_id_kl for r in per_rank) / count, timings=dict(slowest.timings))
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class MicroBatch:
     completion_mask: torch.Tensor    # [B, T - 1] float
     behaviour_logprobs: torch.Tensor  # [B, T - 1] float, 0 outside the mask
     advantages: torch.Tensor         # [B] float
+    worker_choice_mask: torch.Tensor  # [B, T - 1] float: 1 where the scored token names a worker
 
 
 def scored_groups(records: Iterable[RolloutRecord]) -> dict[str, list[RolloutRecord]]:
@@ -168,14 +172,17 @@ def collate(sequences: Sequence[TrainSequence], pad_id: int) -> MicroBatch:
     attention = torch.zeros((rows, width), dtype=torch.long)
     mask = torch.zeros((rows, width - 1), dtype=torch.float32)
     behaviour = torch.zeros((rows, width - 1), dtype=torch.float32)
+    choice = torch.zeros((rows, width - 1), dtype=torch.float32)
     for row, s in enumerate(sequences):
         prompt, completion = len(s.prompt_ids), len(s.completion_ids)
         input_ids[row, :prompt + completion] = torch.tensor(s.prompt_ids + s.completion_ids)
         attention[row, :prompt + completion] = 1
         mask[row, prompt - 1:prompt - 1 + completion] = 1.0
         behaviour[row, prompt - 1:prompt - 1 + completion] = torch.tensor(s.behaviour_logprobs)
+        for position in s.worker_choice:
+            choice[row, prompt - 1 + position] = 1.0
     advantages = torch.tensor([s.advantage for s in sequences], dtype=torch.float32)
-    return MicroBatch(input_ids, attention, mask, behaviour, advantages)
+    return MicroBatch(input_ids, attention, mask, behaviour, advantages, choice)
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:

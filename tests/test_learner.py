@@ -156,3 +156,26 @@ def test_kl_to_a_frozen_reference_is_zero_at_first_and_grows(ray_local, policy):
         learners.shutdown()
     assert first.kl == pytest.approx(0.0, abs=1e-9)  # the policy is the reference before any update
     assert second.kl > 1e-6
+
+
+def test_a_kl_on_the_worker_choice_alone_reads_the_tokens_that_name_a_worker(ray_local, policy):
+    """learner.worker_id_kl_coef: the learner finds the model_id digits in each completion itself."""
+    from transformers import AutoTokenizer
+
+    completion = AutoTokenizer.from_pretrained(policy)(
+        'model_id = [1, 0]\nsubtasks = ["x", "y"]\naccess_list = [[], ["all"]]', add_special_tokens=False)["input_ids"]
+
+    def workflows(version):
+        return [dataclasses.replace(r, completion_token_ids=completion, completion_logprobs=[-1.0] * len(completion))
+                for r in batch(version)]
+
+    config = LearnerConfig(zero_stage=2, num_cpus_per_rank=0.5, lr=1e-2, warmup_steps=0, worker_id_kl_coef=0.1,
+                           micro_batch_size=8)
+    learners = LearnerGroup(policy, config, total_steps=2, sequences_per_step=24)
+    try:
+        first, _ = learners.train_step(workflows(0))
+        second, _ = learners.train_step(workflows(1))
+    finally:
+        learners.shutdown()
+    assert first.worker_id_kl == pytest.approx(0.0, abs=1e-9) and first.kl == pytest.approx(0.0, abs=1e-9)
+    assert second.worker_id_kl > 1e-6

@@ -43,6 +43,10 @@ class ToyRun:
         torch.manual_seed(config.seed)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        self.reference = None
+        if config.learner.kl_coef > 0 or config.learner.worker_id_kl_coef > 0:
+            self.reference = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+            self.reference.requires_grad_(False)
         self.builder = PromptBuilder(self.config, self.tokenizer, seed=config.seed)
         self.roster = self.builder.roster()
         self.end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -135,12 +139,14 @@ class ToyRun:
         return sum(self.routed_worker(c) is not None for c in completions) / len(completions)
 
     def train_step(self, step: int, total_steps: int) -> None:
+        from conductor.worker_choice_tokens import TokenTexts
         from learner.grpo import GrpoSettings, group_advantages, policy_loss
         from learner.lr_schedule import lr_factor
         from learner.shared_prompt import collate_shared, shared_prompt_logprobs
         from learner.train_batch import TrainSequence
 
         config, learner = self.config, self.config.learner
+        texts = TokenTexts(self.tokenizer)
         tasks = self.sampler.next(config.train.questions_per_step)
         group = config.rollout.group_size
         completions = self.sample(tasks, group, greedy=False)
@@ -150,15 +156,21 @@ class ToyRun:
             advantages = group_advantages([self.reward(task, c) for c in mine], scale=learner.advantage_scale)
             if learner.filter_zero_spread and not any(advantages):
                 continue
-            sequences += [TrainSequence(tuple(self.prompt(task)), tuple(c), (0.0,) * len(c), a)
-                          for c, a in zip(mine, advantages)]
+            sequences += [TrainSequence(tuple(self.prompt(task)), tuple(c), (0.0,) * len(c), a,
+                                        texts.choice_positions(c)) for c, a in zip(mine, advantages)]
         if not sequences:
             return
         self.model.train()
         batch = collate_shared(sequences, self.tokenizer.pad_token_id)
         logprobs = shared_prompt_logprobs(self.model, batch)
-        settings = GrpoSettings(eps_low=learner.eps_low, eps_high=learner.eps_high, aggregation=learner.aggregation)
-        loss, _ = policy_loss(logprobs, logprobs.detach(), batch.advantages, batch.completion_mask, settings)
+        settings = GrpoSettings(eps_low=learner.eps_low, eps_high=learner.eps_high, aggregation=learner.aggregation,
+                                kl_coef=learner.kl_coef, worker_id_kl_coef=learner.worker_id_kl_coef)
+        reference = None
+        if self.reference is not None:
+            with torch.no_grad():
+                reference = shared_prompt_logprobs(self.reference, batch)
+        loss, _ = policy_loss(logprobs, logprobs.detach(), batch.advantages, batch.completion_mask, settings,
+                              ref_logprobs=reference, worker_choice_mask=batch.worker_choice_mask)
         for param_group in self.optimizer.param_groups:
             param_group["lr"] = learner.lr * lr_factor(step, learner.warmup_steps, total_steps, learner.lr_schedule)
         self.optimizer.zero_grad()

@@ -1,0 +1,56 @@
+"""Which tokens of a sampled workflow choose its workers: those that write the digits of ``model_id``.
+
+Why the learner needs them. GRPO pushes every question's group toward whatever its better samples wrote.
+Before the worker a policy names depends on the question, those pushes add up to one shared preference,
+and the worker that is good on average wins everywhere: on paper-7 from uniform worker ids, gemini took
+every domain by step ~80 and the groups stopped exploring before code could pull gpt-5 back
+(docs/experiments.md, "paper-7 from a uniform warm start with a plan line"). A KL term to the warm start
+holds that choice open, but on every token it also holds the subtasks and the format where they were.
+``learner.worker_id_kl_coef`` puts the term on these tokens only.
+
+The positions are found in the text, as the workflow parser reads it: the digits inside the *last*
+``model_id = [...]`` of the completion (conductor/workflow.py reads each list from its last assignment).
+A token counts when any of its characters is such a digit. ``token_texts`` are the completion's tokens
+decoded one by one; for the ASCII list this text is, their concatenation is the decoded completion.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_MODEL_ID_LIST = re.compile(r"model_id\s*=\s*\[([^\[\]]*)\]")
+
+
+def worker_choice_positions(token_texts: Sequence[str]) -> tuple[int, ...]:
+    """Indices of the tokens that write a digit of the last ``model_id`` list; () when there is none."""
+    text = "".join(token_texts)
+    matches = list(_MODEL_ID_LIST.finditer(text))
+    if not matches:
+        return ()
+    start, end = matches[-1].span(1)
+    digits = {offset for offset in range(start, end) if text[offset].isdigit()}
+    positions, offset = [], 0
+    for index, piece in enumerate(token_texts):
+        if any(character in digits for character in range(offset, offset + len(piece))):
+            positions.append(index)
+        offset += len(piece)
+    return tuple(positions)
+
+
+class TokenTexts:
+    """Each token id's text, decoded once per id (a learner step decodes the same few hundred ids)."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+        self._texts: dict[int, str] = {}
+
+    def __call__(self, token_ids: Sequence[int]) -> list[str]:
+        texts = self._texts
+        for token in token_ids:
+            if token not in texts:
+                texts[token] = self._tokenizer.decode([token])
+        return [texts[token] for token in token_ids]
+
+    def choice_positions(self, token_ids: Sequence[int]) -> tuple[int, ...]:
+        return worker_choice_positions(self(token_ids))

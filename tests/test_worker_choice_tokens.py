@@ -1,0 +1,69 @@
+"""The tokens that name a worker, found as the workflow parser reads the lists, and the KL term the learner
+puts on them alone (learner.worker_id_kl_coef)."""
+
+import math
+
+import pytest
+import torch
+
+from conductor.worker_choice_tokens import TokenTexts, worker_choice_positions
+from learner.grpo import GrpoSettings, policy_loss
+from learner.shared_prompt import collate_shared
+from learner.tiny_policy import build_tiny_policy
+from learner.train_batch import TrainSequence, collate
+
+
+def test_the_digits_of_the_last_model_id_list_are_the_choice():
+    pieces = ["The question asks: Sort", "\n", "model_id", " = [", "1", ", ", "12", "]\n", "subtasks = [\"Do 3\"]"]
+    assert worker_choice_positions(pieces) == (4, 6)
+    again = ["model_id = [0]\n", "model_id = [", "2", "]"]  # the parser reads the last assignment only
+    assert worker_choice_positions(again) == (2,)
+    merged = ["model_id = [3", ", 4]"]  # a token that carries a digit with other text counts
+    assert worker_choice_positions(merged) == (0, 1)
+
+
+@pytest.mark.parametrize("text", ["no lists here", "model_id = [", "model_id = []", "subtasks = [\"1\"]"])
+def test_no_list_or_no_digit_names_no_token(text):
+    assert worker_choice_positions([text]) == ()
+
+
+def test_positions_from_a_real_tokenizer(tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_policy(tmp_path / "tiny"))
+    text = ('The question asks: Compute 72 *\nmodel_id = [2, 0]\nsubtasks = ["Solve 12", "Check"]\n'
+            'access_list = [[], ["all"]]')
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    texts = TokenTexts(tokenizer)
+    positions = texts.choice_positions(ids)
+    assert "".join(texts(ids)) == tokenizer.decode(ids)
+    assert "".join(texts([ids[p] for p in positions])).replace(" ", "").replace(",", "") == "20"
+
+
+def test_the_kl_term_falls_on_the_named_tokens_only():
+    old = torch.tensor([[-1.0, -1.0, -1.0]])
+    reference = torch.tensor([[-1.5, -1.5, -1.5]])
+    choice = torch.tensor([[0.0, 1.0, 0.0]])
+    settings = GrpoSettings(worker_id_kl_coef=0.2)
+    loss, stats = policy_loss(old.clone(), old, torch.tensor([0.0]), torch.ones(1, 3), settings,
+                              ref_logprobs=reference, worker_choice_mask=choice)
+    k3 = math.exp(-0.5) + 0.5 - 1
+    assert loss.item() == pytest.approx(0.2 * k3 / 3)  # one token of three carries it; token mean
+    assert stats["worker_id_kl"] == pytest.approx(k3) and stats["kl"] == pytest.approx(k3)
+    both, _ = policy_loss(old.clone(), old, torch.tensor([0.0]), torch.ones(1, 3),
+                          GrpoSettings(kl_coef=0.1, worker_id_kl_coef=0.2), ref_logprobs=reference,
+                          worker_choice_mask=choice)
+    assert both.item() == pytest.approx((0.1 * 3 + 0.2) * k3 / 3)
+    with pytest.raises(ValueError, match="worker-choice mask"):
+        policy_loss(old, old, torch.tensor([0.0]), torch.ones(1, 3), settings, ref_logprobs=reference)
+
+
+def test_both_layouts_mark_the_same_completion_tokens():
+    sequences = [TrainSequence((5, 6, 7), (1, 2, 3, 4), (0.0,) * 4, 1.0, (1, 3)),
+                 TrainSequence((5, 6), (9, 8), (0.0,) * 2, -1.0)]
+    plain, shared = collate(sequences, 0), collate_shared(sequences, 0)
+    for row, s in enumerate(sequences):
+        plain_marks = plain.worker_choice_mask[row][plain.completion_mask[row] > 0]
+        shared_marks = shared.worker_choice_mask[row][shared.completion_mask[row] > 0]
+        expected = [1.0 if j in s.worker_choice else 0.0 for j in range(len(s.completion_ids))]
+        assert plain_marks.tolist() == expected == shared_marks.tolist()
