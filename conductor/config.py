@@ -108,7 +108,7 @@ class PromptConfig(Section):
 
 
 class DatasetSpec(Section):
-    format: Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "gpqa", "livecodebench"]
+    format: Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "mbpp", "gpqa", "livecodebench"]
     path: str = Field(min_length=1, description="local path or s3://bucket/key (fsspec)")
     limit: Optional[int] = Field(default=None, ge=1)
     shuffle_seed: int = 0

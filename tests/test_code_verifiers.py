@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conductor.config import VerifierConfig
-from conductor.tasks.formats import decode_lcb_tests, humaneval_tasks, livecodebench_tasks
+from conductor.tasks.formats import decode_lcb_tests, humaneval_tasks, livecodebench_tasks, mbpp_tasks
 from conductor.verifiers.code_tests import extract_code, outputs_match
 from conductor.verifiers.verify import verify
 
@@ -46,6 +46,35 @@ def test_humaneval_body_only_completion_and_early_exit_cheat(humaneval):
     assert not verify(task, cheat, SETTINGS).correct
     os_exit = f"```python\nimport os\ndef {row['entry_point']}(*a):\n    return None\nos._exit(0)\n```"
     assert not verify(task, os_exit, SETTINGS).correct
+
+
+@pytest.fixture(scope="module")
+def mbpp(shared_data):
+    rows = json.loads((shared_data / "mbpp_sanitized.json").read_text())
+    return rows, mbpp_tasks(rows)
+
+
+def block(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+def test_mbpp_runs_every_assert_with_the_test_imports_and_no_early_exit(mbpp):
+    rows, tasks = mbpp
+    by_id = {t.id: (row, t) for row, t in zip(rows, tasks)}
+    row, task = by_id["mbpp/98"]  # its asserts call math.isclose; its code never imports math
+    assert task.meta["test_imports"] == ["import math"] and "import math" not in row["code"]
+    assert task.meta["entry_point"] == "multiply_num" and row["test_list"][0] in task.prompt
+    assert verify(task, block(row["code"]), SETTINGS).correct
+    assert verify(task, block(row["code"]), SETTINGS).detail == f"{len(row['test_list'])} tests passed"
+    row, task = by_id["mbpp/2"]
+    wrong_on_the_last_assert = row["code"] + f"\n_calls = 0\n_real = {task.meta['entry_point']}\n" + (
+        f"def {task.meta['entry_point']}(*a):\n    global _calls\n    _calls += 1\n"
+        "    return _real(*a) if _calls < 3 else ()\n")
+    assert not verify(task, block(wrong_on_the_last_assert), SETTINGS).correct
+    for cheat in ("import sys\nsys.exit(0)\n", "import os\nos._exit(0)\n"):
+        assert not verify(task, block(f"def {task.meta['entry_point']}(*a):\n    return None\n{cheat}"),
+                          SETTINGS).correct
+    assert not verify(task, "I would use sets.", SETTINGS).correct
 
 
 def test_extract_code_takes_last_block():

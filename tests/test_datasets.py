@@ -14,7 +14,7 @@ from conductor.verifiers.verify import verify
 
 EXPECTED = {"math500": ("math500.jsonl", 500, "math"), "gsm8k": ("gsm8k.jsonl", 1319, "number"),
             "aime": ("aime24.jsonl", 30, "math"), "mmlu": ("mmlu_stem.jsonl", 3018, "choice"),
-            "humaneval": ("humaneval.jsonl.gz", 164, "humaneval")}
+            "humaneval": ("humaneval.jsonl.gz", 164, "humaneval"), "mbpp": ("mbpp_sanitized.json", 427, "mbpp")}
 
 
 @pytest.mark.parametrize("fmt", sorted(EXPECTED))

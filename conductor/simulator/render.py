@@ -18,6 +18,7 @@ from typing import Optional
 
 from conductor.simulator.presets import SimWorker
 from conductor.tasks.task import Task
+from conductor.verifiers.answer_key import CODE_KINDS
 from conductor.verifiers.gsm8k import to_decimal
 from conductor.verifiers.multiple_choice import LETTERS
 
@@ -51,11 +52,12 @@ def plan_is_right(seed: int, task: Task, text: str) -> Optional[bool]:
 def own_value(task: Task, correct: bool, draw: float) -> str:
     """The answer a worker states when it works alone: gold, or its own plausible wrong one."""
     kind, gold = task.verifier, task.answer
+    prefix = task.meta["prompt"] if kind == "humaneval" else ""  # HumanEval's gold is the body; MBPP's the module
     if correct:
-        return task.meta["prompt"] + gold if kind == "humaneval" else gold
-    if kind == "humaneval":
+        return prefix + gold
+    if kind in CODE_KINDS:  # the last line dropped: every such variant fails (tests/test_code_verifiers.py)
         lines = gold.rstrip().split("\n")
-        return task.meta["prompt"] + "\n".join(lines[:-1]) + f"\n    # approach {int(draw * 3) + 1}\n"
+        return prefix + "\n".join(lines[:-1]) + f"\n    # approach {int(draw * 3) + 1}\n"
     if kind == "choice":  # wrong answers share an item's attractive distractor, as real models' do
         others = [LETTERS[i] for i in range(task.meta["num_options"]) if LETTERS[i] != gold]
         distractor = _pick(others, uniform("distractor", task.id))
@@ -70,7 +72,7 @@ def render_answer(task: Task, value: str, worker: SimWorker, role: str, draw: fl
     lead = _LEADS.get(role) or _SOLVE_LEADS.get(kind, "")
     head = lead + _padding(worker.answer_tokens, draw)
     head = f"{head}\n" if head else ""
-    if kind == "humaneval":
+    if kind in CODE_KINDS:
         return f"{head}Here is the implementation.\n\n```python\n{value}```"
     if kind == "number":
         return f"{head}#### {value}"

@@ -2,8 +2,8 @@
 
 MATH-500 / AIME (problem, answer), GSM8K (question, answer ending in ``#### N``), MMLU (question, choices,
 answer index), GPQA CSV (Question, Correct Answer, Incorrect Answer 1-3), HumanEval (task_id, prompt,
-test, entry_point) and LiveCodeBench (question_content, starter_code, public/private test cases,
-metadata with func_name).
+test, entry_point), MBPP sanitized (task_id, prompt, code, test_imports, test_list of asserts) and
+LiveCodeBench (question_content, starter_code, public/private test cases, metadata with func_name).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import base64
 import io
 import json
 import pickle
+import re
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -64,13 +65,14 @@ def _choice_task(task_id: str, domain: str, question: str, choices: list[str], a
                 {"permutation": permutation, "num_options": len(choices), "shuffle_seed": seed, "subject": subject})
 
 
-def mmlu_tasks(rows: Iterable[Row], seed: int = 0) -> list[Task]:
+def mmlu_tasks(rows: Iterable[Row], seed: int = 0, domain: str = "mmlu") -> list[Task]:
+    """Ids ``{domain}/{row index}``; the option order is shuffled per id, so ``domain`` is part of it."""
     tasks = []
     for index, row in enumerate(rows):
         choices = [str(c) for c in _field(row, "choices")]
         answer = _field(row, "answer")
         answer_index = answer if isinstance(answer, int) else "ABCDEFGHIJ".index(str(answer).strip().upper())
-        tasks.append(_choice_task(f"mmlu/{index}", "mmlu", str(_field(row, "question")), choices, answer_index,
+        tasks.append(_choice_task(f"{domain}/{index}", domain, str(_field(row, "question")), choices, answer_index,
                                   seed, row.get("type") or row.get("subject")))
     return tasks
 
@@ -92,6 +94,22 @@ def humaneval_tasks(rows: Iterable[Row], seed: int = 0) -> list[Task]:
                  str(row.get("canonical_solution") or ""), "humaneval",
                  {"prompt": row["prompt"], "test": _field(row, "test"), "entry_point": _field(row, "entry_point")})
             for row in rows]
+
+
+def mbpp_tasks(rows: Iterable[Row], seed: int = 0) -> list[Task]:
+    """The problem sentence first (it keys the simulator's lookup), then the first assert, which shows the
+    function's name and call shape as MBPP's own prompt does; the verifier runs every assert."""
+    tasks = []
+    for row in rows:
+        tests = [str(t) for t in _field(row, "test_list")]
+        code = str(_field(row, "code"))
+        defined = re.findall(r"^def\s+(\w+)\s*\(", code, re.MULTILINE)
+        called = [name for name in defined if re.search(rf"\b{re.escape(name)}\s*\(", tests[0])]
+        prompt = f"{_field(row, 'prompt')}\n\nYour code should pass this test:\n\n{tests[0]}\n\n{CODE_INSTRUCTION}"
+        tasks.append(Task(f"mbpp/{_field(row, 'task_id')}", "mbpp", prompt, code.rstrip() + "\n", "mbpp",
+                          {"tests": tests, "test_imports": [str(i) for i in row.get("test_imports") or []],
+                           "entry_point": (called or defined or [None])[-1]}))
+    return tasks
 
 
 def decode_lcb_tests(value: Any) -> list[dict[str, Any]]:
@@ -144,5 +162,6 @@ FORMATS: dict[str, Callable[..., list[Task]]] = {
     "mmlu": mmlu_tasks,
     "gpqa": gpqa_tasks,
     "humaneval": humaneval_tasks,
+    "mbpp": mbpp_tasks,
     "livecodebench": livecodebench_tasks,
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-VerifierKind = Literal["math", "choice", "number", "text", "exact", "humaneval", "lcb_stdin", "lcb_functional"]
+VerifierKind = Literal["math", "choice", "number", "text", "exact", "humaneval", "mbpp", "lcb_stdin", "lcb_functional"]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from conductor.verifiers.math_answer import extract_boxed, normalise_latex
 from conductor.verifiers.multiple_choice import extract_letter
 from conductor.verifiers.text_match import extract_answer, normalise
 
+CODE_KINDS = ("humaneval", "mbpp")  # the answer is a python block; the gold is its canonical code
+
 
 def final_value(task: Task, text: str) -> Optional[str]:
     """The final answer ``text`` states, as written (None: it states none, e.g. a plan)."""
@@ -26,7 +28,7 @@ def final_value(task: Task, text: str) -> Optional[str]:
         return extract_number(text)
     if kind == "choice":
         return extract_letter(text, task.meta["num_options"])
-    if kind == "humaneval":
+    if kind in CODE_KINDS:
         code = extract_code(text) if "```" in text else ""  # prose (a plan) states no code
         return code if code.strip() else None
     return extract_answer(text)
@@ -40,7 +42,7 @@ def answer_key(task: Task, value: str) -> str:
     if kind == "number":
         number = to_decimal(value)
         return value.strip() if number is None else str(number)
-    if kind == "humaneval":
+    if kind in CODE_KINDS:
         return " ".join(value.split())
     if kind == "choice":
         return value
@@ -50,7 +52,7 @@ def answer_key(task: Task, value: str) -> str:
 def is_right(task: Task, value: str) -> bool:
     """Does a stated answer match the gold one (a cheap check, no sandbox)?"""
     kind = task.verifier
-    if kind == "humaneval":
+    if kind in CODE_KINDS:
         return task.answer.strip() != "" and task.answer.rstrip() in value
     if kind == "choice":
         return value == task.answer

@@ -1,9 +1,14 @@
 """Code answers: run the response's code against the task's tests in the sandbox.
 
 HumanEval: program = prompt (its imports and stub) + the candidate + the dataset's ``check`` function.
+MBPP: program = the test imports + the candidate + every ``assert`` line (no stub, no entry point: the
+candidate is a whole module).
 LiveCodeBench: ``stdin`` tests feed input and compare output line by line; ``functional`` tests call
 ``Solution().<func_name>(*args)``. A pass needs a random marker printed *after* the tests, so a candidate
-that exits early (``sys.exit(0)``, ``os._exit(0)``) cannot pass by skipping them.
+that exits early (``sys.exit(0)``, ``os._exit(0)``) cannot pass by skipping them. The tests run in the
+candidate's own interpreter, so a candidate written against this harness can still forge a pass (read the
+marker from its module's constants and print it at exit; or return an object equal to everything): the
+sandbox contains what it does, and the verdict holds for code not written to fool it.
 """
 
 from __future__ import annotations
@@ -56,6 +61,15 @@ def verify_humaneval(response: str, prompt: str, test: str, entry_point: str, li
     program += f"\n\n{test}\n\ncheck({entry_point})\nprint({marker!r})\n"
     result = run_python(program, limits=limits)
     return _verdict(result, _passed(result, marker), "all tests passed")
+
+
+def verify_assert_tests(response: str, tests: Sequence[str], imports: Sequence[str], limits: SandboxLimits) -> Verdict:
+    if not tests:
+        return Verdict(False, None, "no tests")
+    marker = secrets.token_hex(16)
+    program = "\n".join([*imports, extract_code(response), "", *tests, f"print({marker!r})", ""])
+    result = run_python(program, limits=limits)
+    return _verdict(result, _passed(result, marker), f"{len(tests)} tests passed")
 
 
 def outputs_match(expected: str, actual: str) -> bool:

@@ -6,7 +6,12 @@ from typing import Optional
 
 from conductor.config import VerifierConfig
 from conductor.tasks.task import Task
-from conductor.verifiers.code_tests import verify_functional_tests, verify_humaneval, verify_stdin_tests
+from conductor.verifiers.code_tests import (
+    verify_assert_tests,
+    verify_functional_tests,
+    verify_humaneval,
+    verify_stdin_tests,
+)
 from conductor.verifiers.gsm8k import verify_number
 from conductor.verifiers.math_answer import verify_math
 from conductor.verifiers.multiple_choice import verify_choice
@@ -33,6 +38,8 @@ def verify(task: Task, response: str, settings: Optional[VerifierConfig] = None)
         return verify_text(task.answer, response, exact=kind == "exact")
     if kind == "humaneval":
         return verify_humaneval(response, meta["prompt"], meta["test"], meta["entry_point"], limits)
+    if kind == "mbpp":
+        return verify_assert_tests(response, meta["tests"], meta["test_imports"], limits)
     if kind == "lcb_stdin":
         return verify_stdin_tests(response, meta["tests"], limits)
     if kind == "lcb_functional":
