@@ -205,6 +205,9 @@ class LearnerConfig(Section):
         default=0.0, ge=0, description="a KL term to the warm start on the tokens that name a worker (the "
         "model_id list) only: holds whom to ask open while the subtasks and format move "
         "(conductor/worker_choice_tokens.py); > 0 keeps a frozen reference model")
+    first_round_weight: float = Field(
+        default=1.0, ge=0, le=1, description="in an episode with recursive rounds (rollout.recursive_fraction), "
+        "the root completion's advantage times this; its recursive turns get the full advantage")
     aggregation: Literal["token", "sequence"] = "token"
     tis_cap: Union[Annotated[float, Field(gt=0)], Literal["auto"], None] = Field(
         default="auto", description="truncated importance weight cap; null = off; auto = off when training "

@@ -123,9 +123,16 @@ class RolloutRunner:
                                       generation_s))
         return list(await asyncio.gather(*jobs))
 
-    async def _recursive_turn(self, messages: Messages) -> Optional[str]:
-        [[sample]] = await self.generator.generate([self.prompts.prompt_ids(messages)], 1, self.sampling)
-        return None if sample.finish_reason == PROMPT_TOO_LONG else sample.text
+    def _recursive_turns(self, sampled: list[Sample]):
+        """The Conductor for one episode's recursive rounds; each turn it takes lands in ``sampled``."""
+        async def turn(messages: Messages) -> Optional[str]:
+            [[sample]] = await self.generator.generate([self.prompts.prompt_ids(messages)], 1, self.sampling)
+            if sample.finish_reason == PROMPT_TOO_LONG:
+                return None
+            sampled.append(sample)
+            return sample.text
+
+        return turn
 
     async def _one(self, task: Task, roster: Roster, sample: Sample, rollout_id: str, group_id: str, rounds: int,
                    generation_s: float) -> RolloutRecord:
@@ -134,11 +141,12 @@ class RolloutRunner:
                 f"conductor prompt of {len(sample.prompt_token_ids)} tokens leaves no room under "
                 "engine.max_model_len"))])
             return self._record(task, sample, rollout_id, group_id, episode, Verdict(False), generation_s, 0.0, 0.0)
+        turns: list[Sample] = []
         async with self.limit:
             started = time.perf_counter()
             truncated = self.config.rollout.truncation_is_format_error and sample.finish_reason == "length"
             episode = await self.episodes.run(task.prompt, roster, sample.text, recursive_rounds=rounds,
-                                              conductor=self._recursive_turn if rounds else None,
+                                              conductor=self._recursive_turns(turns) if rounds else None,
                                               root_truncated=truncated)
             workers_s = time.perf_counter() - started
             started = time.perf_counter()
@@ -146,10 +154,12 @@ class RolloutRunner:
             if episode.format_ok and episode.infra_error is None and episode.answer:
                 verdict = await asyncio.to_thread(verify, task, episode.answer, self.config.verifier)
             verify_s = time.perf_counter() - started
-        return self._record(task, sample, rollout_id, group_id, episode, verdict, generation_s, workers_s, verify_s)
+        return self._record(task, sample, rollout_id, group_id, episode, verdict, generation_s, workers_s, verify_s,
+                            turns)
 
     def _record(self, task: Task, sample: Sample, rollout_id: str, group_id: str, episode: EpisodeResult,
-                verdict: Verdict, generation_s: float, workers_s: float, verify_s: float) -> RolloutRecord:
+                verdict: Verdict, generation_s: float, workers_s: float, verify_s: float,
+                turns: Optional[list[Sample]] = None) -> RolloutRecord:
         """A verifier that could not judge (e.g. a sandbox refused for missing isolation) makes the
         rollout an infrastructure error, like a failed worker call: unscored, never a wrong answer."""
         root = episode.rounds[0]
@@ -167,5 +177,8 @@ class RolloutRunner:
             workflow=root.workflow.render() if root.workflow else None,
             parse_error=first_error.value if first_error else None,
             steps=[step_row(s) for s in episode.steps], recursion_rounds=len(episode.rounds) - 1,
+            recursive_turns=[{"prompt_token_ids": t.prompt_token_ids, "completion_token_ids": t.token_ids,
+                              "completion_logprobs": t.logprobs, "policy_version": t.policy_version}
+                             for t in turns or ()],
             answer=episode.answer, infra_error=infra_error, cost_usd=episode.cost_usd,
             generation_s=generation_s, workers_s=workers_s, verify_s=verify_s)

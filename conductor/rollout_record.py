@@ -2,6 +2,9 @@
 is defined here and nowhere else; the replay store writes it, the learner and analysis tools read it.
 
 Token ids and logprobs are the engine's own (train on exactly these tokens; never re-tokenise).
+``recursive_turns`` keeps the Conductor's own turns of the recursive rounds (prompt, completion and
+logprobs, as the engine sampled them): the learner trains them with the episode's advantage, so a
+policy learns what to write when it sees its team's answer (learner/train_batch.py).
 ``reward`` is null for infrastructure errors: such rollouts are kept for analysis, not trained on.
 """
 
@@ -23,6 +26,11 @@ STEP_TYPE = pa.struct([
     ("error", pa.string()),
 ])
 
+TURN_TYPE = pa.struct([
+    ("prompt_token_ids", pa.list_(pa.int32())), ("completion_token_ids", pa.list_(pa.int32())),
+    ("completion_logprobs", pa.list_(pa.float64())), ("policy_version", pa.int64()),
+])
+
 SCHEMA = pa.schema([
     pa.field("rollout_id", pa.string(), nullable=False),
     pa.field("group_id", pa.string(), nullable=False),
@@ -37,6 +45,7 @@ SCHEMA = pa.schema([
     pa.field("parse_error", pa.string()),       # ParseFailure value of the first failing round
     pa.field("steps", pa.list_(STEP_TYPE)),
     pa.field("recursion_rounds", pa.int32()),
+    pa.field("recursive_turns", pa.list_(TURN_TYPE)),  # the Conductor's turns after the root, in order
     pa.field("answer", pa.string()),
     pa.field("reward", pa.float64()),
     pa.field("format_ok", pa.bool_(), nullable=False),
@@ -72,6 +81,7 @@ class RolloutRecord:
     parse_error: Optional[str] = None
     steps: list[dict[str, Any]] = field(default_factory=list)
     recursion_rounds: int = 0
+    recursive_turns: list[dict[str, Any]] = field(default_factory=list)
     answer: Optional[str] = None
     infra_error: Optional[str] = None
     cost_usd: float = 0.0
@@ -86,6 +96,9 @@ class RolloutRecord:
                              f"{len(self.completion_token_ids)} completion tokens")
         if self.infra_error is not None and self.reward is not None:
             raise ValueError(f"rollout {self.rollout_id}: infrastructure errors carry no reward")
+        for turn in self.recursive_turns:
+            if len(turn["completion_logprobs"]) != len(turn["completion_token_ids"]):
+                raise ValueError(f"rollout {self.rollout_id}: a recursive turn's logprobs do not match its tokens")
 
 
 def step_row(step: StepTrace) -> dict[str, Any]:
@@ -106,4 +119,11 @@ def to_table(records: list[RolloutRecord]) -> pa.Table:
 
 
 def from_table(table: pa.Table) -> list[RolloutRecord]:
-    return [RolloutRecord(**row) for row in table.select(SCHEMA.names).to_pylist()]
+    """Records of a table written by this schema or an earlier one (a store written before
+    ``recursive_turns`` existed reads with none)."""
+    names = [name for name in SCHEMA.names if name in table.column_names]
+    return [RolloutRecord(**{k: v for k, v in row.items() if v is not None or k not in OPTIONAL_LISTS})
+            for row in table.select(names).to_pylist()]
+
+
+OPTIONAL_LISTS = frozenset({"recursive_turns"})

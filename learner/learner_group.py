@@ -109,7 +109,8 @@ class LearnerGroup:
 
     def train_step(self, records: list[RolloutRecord]) -> tuple[LearnerStats, BatchStats]:
         sequences, stats = build_sequences(records, filter_zero_spread=self.config.filter_zero_spread,
-                                           advantage_scale=self.config.advantage_scale)
+                                           advantage_scale=self.config.advantage_scale,
+                                           first_round_weight=self.config.first_round_weight)
         if not sequences:
             return LearnerStats.skipped_step(), stats
         per_rank = [split(share, self.config.mini_batches) for share in shard(sequences, self.config.ranks)]

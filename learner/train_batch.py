@@ -104,7 +104,12 @@ def has_signal(members: Sequence[RolloutRecord], filter_zero_spread: bool = True
 
 
 def build_sequences(records: Iterable[RolloutRecord], eps: float = 1e-6, filter_zero_spread: bool = True,
-                    advantage_scale: Literal["std", "none"] = "std") -> tuple[list[TrainSequence], BatchStats]:
+                    advantage_scale: Literal["std", "none"] = "std",
+                    first_round_weight: float = 1.0) -> tuple[list[TrainSequence], BatchStats]:
+    """One sequence per Conductor turn. A recursive turn gets its episode's advantage, as the root does: the
+    final answer is the episode's return, and the turn that accepted or replaced it made it. Where an episode
+    had recursive turns, the root's advantage is weighted by ``first_round_weight`` (the paper discounts the
+    first round's reward: the last turn decided the answer)."""
     records = list(records)
     groups = scored_groups(records)
     scored = sum(len(members) for members in groups.values())
@@ -118,8 +123,12 @@ def build_sequences(records: Iterable[RolloutRecord], eps: float = 1e-6, filter_
         for record, advantage in zip(members, advantages):
             if not record.completion_token_ids:
                 continue
+            weight = first_round_weight if record.recursive_turns else 1.0
             sequences.append(TrainSequence(tuple(record.prompt_token_ids), tuple(record.completion_token_ids),
-                                           tuple(record.completion_logprobs), advantage))
+                                           tuple(record.completion_logprobs), advantage * weight))
+            sequences += [TrainSequence(tuple(turn["prompt_token_ids"]), tuple(turn["completion_token_ids"]),
+                                        tuple(turn["completion_logprobs"]), advantage)
+                          for turn in record.recursive_turns if turn["completion_token_ids"]]
     stats = BatchStats(rollouts=len(records), infra_errors=len(records) - scored, groups=len(groups),
                        zero_spread_groups=zero_spread, sequences=len(sequences),
                        completion_tokens=sum(len(s.completion_ids) for s in sequences))

@@ -25,6 +25,25 @@ def test_round_trip_and_exactly_once(tmp_path):
     assert from_table(table) == records
 
 
+def test_recursive_turns_round_trip_and_a_store_written_before_them_reads(tmp_path):
+    import pyarrow.parquet as pq
+
+    from conductor.rollout_record import to_table
+
+    store = ReplayStore(str(tmp_path / "store"))
+    turn = {"prompt_token_ids": [1, 2], "completion_token_ids": [3, 4, 5], "completion_logprobs": [-0.5, -1.0, -0.25],
+            "policy_version": 0}
+    records = [dataclasses.replace(r, recursion_rounds=1, recursive_turns=[turn]) for r in make_records(3, version=0)]
+    store.write(records)
+    table, _ = store.read()
+    assert from_table(table) == records
+    old = tmp_path / "old.parquet"
+    pq.write_table(to_table(make_records(2, version=0)).drop_columns(["recursive_turns"]), old)
+    assert [r.recursive_turns for r in from_table(pq.read_table(old))] == [[], []]
+    with pytest.raises(ValueError, match="recursive turn"):
+        dataclasses.replace(records[0], recursive_turns=[dict(turn, completion_logprobs=[-0.5])])
+
+
 def test_a_request_issued_again_at_a_later_version_is_stored_and_read_once(tmp_path):
     """A rollout actor died after writing; its request, issued again, was sampled at a later version with
     the same rollout ids: the store keeps the first copy, and a reader that consumed it skips any other."""

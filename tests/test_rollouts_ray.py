@@ -86,6 +86,7 @@ def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_pat
         assert tokenizer.decode(record.completion_token_ids, skip_special_tokens=True) == record.completion_text
         assert len(record.completion_logprobs) == len(record.completion_token_ids) > 0
         assert record.policy_version == 0 and record.infra_error is None
+        assert len(record.recursive_turns) == record.recursion_rounds  # every recursive turn kept for training
         if record.format_ok:
             assert record.workflow is not None and record.steps and record.reward in (0.5, 1.0)
             assert record.reward == (1.0 if record.correct else 0.5)
@@ -99,6 +100,24 @@ def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_pat
         assert max(abs(a - b) for a, b in zip(expected, record.completion_logprobs)) < 1e-3
     stored, _ = ReplayStore(str(tmp_path / "store")).read()
     assert sorted(stored.column("rollout_id").to_pylist()) == [f"b1-q0-s{s}" for s in range(4)]
+
+
+def test_a_recursive_turn_is_recorded_as_the_engine_sampled_it(engines, policy_dir, tmp_path):
+    """The Conductor's recursive turn (its prompt shows the previous plan and the team's answer) is kept
+    with the engine's token ids and logprobs, so the learner trains it like the root completion."""
+    model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).eval()
+    with SimulatorServer(TOY) as sim:
+        _, actor = rollout_actor(sim, engines, policy_dir, tmp_path, max_new_tokens=64, recursive_fraction=1.0)
+        receipt = ray.get(actor.run.remote(RolloutRequest("r0", tuple(sim.state.preset.tasks[:4]), write=False,
+                                                          return_records=True)))
+        ray.kill(actor)
+    recursed = [r for r in receipt.records if r.recursive_turns]
+    assert recursed, "the SFT-primed policy parses often enough for some root workflows to run"
+    for record in recursed:
+        [turn] = record.recursive_turns
+        assert len(turn["prompt_token_ids"]) > len(record.prompt_token_ids) and turn["completion_token_ids"]
+        expected = reference_logprobs(model, turn["prompt_token_ids"], turn["completion_token_ids"])
+        assert max(abs(a - b) for a, b in zip(expected, turn["completion_logprobs"])) < 1e-3
 
 
 def test_a_prompt_longer_than_the_engine_context_is_an_unscored_record_not_a_crash(engines, policy_dir, tmp_path):

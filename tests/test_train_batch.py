@@ -1,6 +1,8 @@
 """From records to learner tensors: infra errors excluded, zero-spread groups dropped, the shift between
 logits and completion tokens, even sharding; and the weight-sync bucket plan."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -30,6 +32,18 @@ def test_zero_spread_groups_are_dropped_or_kept_with_zero_advantage():
     assert stats.zero_spread_groups == 1 and len(dropped) == 2
     kept, _ = build_sequences(records, filter_zero_spread=False)
     assert len(kept) == 4 and [s.advantage for s in kept[:2]] == [0.0, 0.0]
+
+
+def test_a_recursive_turn_is_trained_with_its_episode_advantage_and_the_root_weighted():
+    turn = {"prompt_token_ids": [1, 2, 3, 7, 8, 4], "completion_token_ids": [9, 9], "completion_logprobs": [-0.1, -0.2],
+            "policy_version": 0}
+    recursive = dataclasses.replace(record("g", 1.0), recursive_turns=[turn])
+    sequences, stats = build_sequences([recursive, record("g", 0.0)], advantage_scale="none", first_round_weight=0.25)
+    by_prompt = {s.prompt_ids: s for s in sequences}
+    assert len(sequences) == 3 and stats.sequences == 3
+    assert by_prompt[(1, 2, 3, 7, 8, 4)].advantage == pytest.approx(0.5)  # the turn that decided the answer
+    assert by_prompt[(1, 2, 3, 7, 8, 4)].behaviour_logprobs == (-0.1, -0.2)
+    assert sorted(s.advantage for s in sequences if s.prompt_ids == (1, 2, 3)) == pytest.approx([-0.5, 0.125])
 
 
 def test_collate_aligns_completion_tokens_with_the_logits_that_score_them():
