@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     preset = load_preset(config)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.info("simulated workers (%s): %s", preset.name, ", ".join(w.name for w in preset.workers))
-    logging.info("serving on http://%s:%d/v1 (%d known tasks)", config.host, config.port, len(preset.tasks))
+    logging.info("serving on http://%s:%d/v1 (%d known tasks, +%d of unseen types)", config.host, config.port,
+                 len(preset.tasks), len(preset.unseen))
     uvicorn.run(create_app(config, preset), host=config.host, port=config.port, log_level="warning")
     return 0
 

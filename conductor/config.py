@@ -278,9 +278,10 @@ class EvaluateConfig(Section):
     methods: list[str] = Field(default_factory=lambda: ["single", "oracle", "random", "self_reflection",
                                                         "consensus", "moa"],
                                description="see conductor/evaluation/method.py; 'single' = every worker")
-    split: Literal["all", "train", "val", "heldout"] = Field(
+    split: Literal["all", "train", "val", "heldout", "unseen"] = Field(
         default="all", description="questions: all, or one split as training makes it (train.val_questions, "
-        "train.heldout_questions, seed)")
+        "train.heldout_questions, seed); unseen: the simulated preset's unseen task types "
+        "(conductor/simulator/unseen.py), the trained routers still learning on the train split")
     questions_per_domain: Optional[int] = Field(default=None, ge=1, description="the first N of each domain")
     repeats: int = Field(default=1, ge=1, le=100)
     concurrency: int = Field(default=64, ge=1, le=4096, description="attempts in flight")

@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conductor.config import VerifierConfig
+from conductor.simulator.render import own_value
+from conductor.simulator.unseen import MBPP_EXCLUDED
 from conductor.tasks.formats import decode_lcb_tests, humaneval_tasks, livecodebench_tasks, mbpp_tasks
 from conductor.verifiers.code_tests import extract_code, outputs_match
 from conductor.verifiers.verify import verify
@@ -56,6 +58,25 @@ def mbpp(shared_data):
 
 def block(code: str) -> str:
     return f"```python\n{code}```"
+
+
+@pytest.mark.slow
+def test_all_mbpp_canonical_solutions_pass_and_the_simulators_wrong_ones_fail(mbpp):
+    """The simulator's gold and wrong (misnamed) MBPP answers (conductor/simulator/render.py) are what the asserts
+    say: ~850 runs, 4 at a time (~1 min here). The excluded items' gold passes too, given the time it needs."""
+    _, tasks = mbpp
+    assert len(tasks) == 427
+    excluded = [t for t in tasks if int(t.id.partition("/")[2]) in MBPP_EXCLUDED]
+    assert len(excluded) == len(MBPP_EXCLUDED)
+    patient = SETTINGS.model_copy(update={"code_timeout_s": 60})
+    assert all(verify(t, block(own_value(t, True, 0.0)), patient).correct for t in excluded)
+    tasks = [t for t in tasks if t not in excluded]
+    with ThreadPoolExecutor(4) as pool:
+        good = list(pool.map(lambda t: verify(t, block(own_value(t, True, 0.0)), SETTINGS), tasks))
+        bad = list(pool.map(lambda t: verify(t, block(own_value(t, False, 0.5)), SETTINGS), tasks))
+    assert [(t.id, v.detail) for t, v in zip(tasks, good) if not v.correct] == []
+    assert [t.id for t, v in zip(tasks, bad) if v.correct] == []
+    assert all(v.infra_error is None for v in good + bad)
 
 
 def test_mbpp_runs_every_assert_with_the_test_imports_and_no_early_exit(mbpp):

@@ -72,3 +72,15 @@ def test_cli_rejects_a_split_larger_than_the_items(capsys):
 def test_cli_refuses_a_real_pool(capsys):
     assert main(["--config", "configs/train-toy.yaml", "--set", "data.datasets=[{format: gsm8k, path: x.jsonl}]"]) == 2
     assert "simulated preset" in capsys.readouterr().err
+
+
+def test_cli_prints_the_unseen_types_of_paper7_and_refuses_them_on_the_toy(capsys, shared_data):
+    assert main(["--config", "configs/train-paper7.yaml", "--set", f"simulator.data_dir={shared_data}",
+                 "--set", "evaluate.split=unseen"]) == 0
+    out = capsys.readouterr().out
+    assert "split unseen (1236 items)" in out
+    for domain in ("aime", "mbpp", "physchem"):
+        assert f"| {domain} |" in out
+    assert "| math500 |" not in out
+    assert main(["--config", "configs/train-toy.yaml", "--set", "evaluate.split=unseen"]) == 2
+    assert "no unseen task types" in capsys.readouterr().err

@@ -14,6 +14,8 @@ the gap to the best single worker is the headroom a per-domain "beats the best s
 be read against, in units of the split's s.e.
 
     python -m conductor.simulator.headroom --config configs/train-paper7.yaml [--set evaluate.split=train]
+
+``evaluate.split=unseen``: the preset's unseen task types (conductor/simulator/unseen.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from conductor.config import Config, SimulatorConfig
 from conductor.config_loader import config_from_cli
 from conductor.simulator.oracle import Oracle
-from conductor.simulator.presets import load_preset
+from conductor.simulator.presets import SimPreset, load_preset
 from conductor.tasks.splits import split_tasks
 from conductor.tasks.task import Task
 
@@ -69,11 +71,15 @@ def headroom(oracle: Oracle, config: SimulatorConfig, workers: Sequence[str],
     return result
 
 
-def split_of(config: Config, tasks: Sequence[Task]) -> list[Task]:
+def split_of(config: Config, preset: SimPreset) -> list[Task]:
     """The items ``evaluate.split`` names, cut exactly as training and evaluation cut them."""
+    if config.evaluate.split == "unseen":
+        if not preset.unseen:
+            raise ValueError(f"the {preset.name} preset has no unseen task types")
+        return list(preset.unseen)
     if config.evaluate.split == "all":
-        return list(tasks)
-    splits = split_tasks(tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
+        return list(preset.tasks)
+    splits = split_tasks(preset.tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
     return list(getattr(splits, config.evaluate.split))
 
 
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     preset = load_preset(config.simulator)
     oracle = Oracle(preset, config.simulator)
     try:
-        tasks = split_of(config, preset.tasks)
+        tasks = split_of(config, preset)
     except ValueError as exc:
         print(f"headroom: {exc}", file=sys.stderr)
         return 2

@@ -4,9 +4,11 @@ what it sees.
 **Skill.** Within a domain every item gets a difficulty ``z_i ~ N(0, 1)`` and each worker a private noise
 ``e_wi ~ N(0, 1)``; worker w solves exactly the ``round(acc_w,d * n_d)`` items with the lowest
 ``z_i + e_wi``. So each worker's accuracy on the known set equals its table value, and workers tend to
-fail on the same (hard) items. The threshold between solved and unsolved gives each (worker, item) a
-margin; a request carrying a ``seed`` adds ``N(0, sample_noise)`` to it (an independent sample, as for
-consensus), and a request without one always gets the same answer.
+fail on the same (hard) items. The known set is the preset's tasks and its unseen task types; each domain is
+calibrated on its own items, so adding a domain changes no other domain's answers. The threshold between
+solved and unsolved gives each (worker, item) a margin; a request carrying a ``seed`` adds
+``N(0, sample_noise)`` to it (an independent sample, as for consensus), and a request without one always
+gets the same answer.
 
 **Behaviour** (conductor/simulator/roles.py reads the role from the subtask). "Can solve" below is the
 worker's own skill on the item; every draw is a hash of (seed, worker, item, messages, sample seed).
@@ -77,13 +79,14 @@ class Oracle:
         self.workers = {w.name: w for w in preset.workers}
         self.config = config
         self.seed = config.seed
+        known = preset.tasks + preset.unseen
         self.tasks_by_key: dict[str, list[tuple[str, Task]]] = {}
-        for task in preset.tasks:
+        for task in known:
             prompt = normalise_space(task.prompt)
             self.tasks_by_key.setdefault(prompt[:KEY_CHARS], []).append((prompt, task))
         self.margin: dict[tuple[str, str], float] = {}
-        for domain in sorted({t.domain for t in preset.tasks}):
-            items = [t for t in preset.tasks if t.domain == domain]
+        for domain in sorted({t.domain for t in known}):
+            items = [t for t in known if t.domain == domain]
             rho = preset.error_correlation.get(domain, 0.5)
             weight = math.sqrt(rho / (1 - rho))  # corr(score_w, score_v) = weight^2 / (weight^2 + 1) = rho
             difficulty = {t.id: weight * _NORMAL.inv_cdf(uniform(self.seed, "difficulty", t.id)) for t in items}

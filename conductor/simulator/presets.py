@@ -6,6 +6,9 @@ the best single worker and a random router score about 0.43 and a perfect router
 ``paper-7``: the seven workers of the paper's constrained in-domain table, calibrated per worker to its
 MATH-500, MMLU and LiveCodeBench accuracy on MATH-500, MMLU-STEM and HumanEval items from ../shared/data
 (the LCB column is used for the code items). Prices are illustrative list prices, USD per 1M tokens.
+Beside its tasks, ``paper-7`` knows three task types that nothing trains on (``SimPreset.unseen``: AIME-,
+GPQA- and BigCodeBench-like), calibrated by an assumed rule from the paper's Table 2 best-single figures;
+conductor/simulator/unseen.py says which and how. Their subjects are kept out of the MMLU training rows.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conductor.config import PoolConfig, ProviderSpec, SimulatorConfig, WorkerSpec
+from conductor.simulator.unseen import UNSEEN_ERROR_CORRELATION, UNSEEN_SUBJECTS, unseen_accuracy, unseen_tasks
 from conductor.tasks.formats import humaneval_tasks, math_tasks, mmlu_tasks
 from conductor.tasks.loader import read_rows
 from conductor.tasks.task import Task
@@ -39,6 +43,7 @@ class SimPreset:
     workers: tuple[SimWorker, ...]
     tasks: tuple[Task, ...] = field(repr=False)
     error_correlation: dict[str, float] = field(default_factory=dict)  # per domain; 0.5 where not named
+    unseen: tuple[Task, ...] = field(default=(), repr=False)  # known and calibrated, never trained on
 
 
 def _toy_workers() -> tuple[SimWorker, ...]:
@@ -68,18 +73,23 @@ without a reasoning parser show their thinking, so whoever reads their answer pa
 
 # MMLU errors are shared more than math or code errors: mislabeled items and one attractive distractor trip
 # every model alike. At 0.75 the paper's MoA lands within 0.3 points on MMLU; at 0.5 it sits 3.5 above.
-PAPER7_ERROR_CORRELATION = {"mmlu": 0.75}
+PAPER7_ERROR_CORRELATION = {"mmlu": 0.75} | UNSEEN_ERROR_CORRELATION
 
 
 def _paper7_workers() -> tuple[SimWorker, ...]:
-    return tuple(SimWorker(name, desc, {"math500": m / 100, "mmlu": u / 100, "code": c / 100}, latency, 0.5, p_in,
-                           p_out, visible, hidden)
+    seen = {name: {"math500": m / 100, "mmlu": u / 100, "code": c / 100}
+            for name, (m, u, c, *_rest) in PAPER7_TABLE.items()}
+    unseen = unseen_accuracy(seen)
+    return tuple(SimWorker(name, desc, seen[name] | unseen[name], latency, 0.5, p_in, p_out, visible, hidden)
                  for name, (m, u, c, desc, latency, p_in, p_out, hidden, visible) in PAPER7_TABLE.items())
 
 
 def paper7_tasks(data_dir: str, mmlu_items: int, seed: int) -> tuple[Task, ...]:
+    """The first ``mmlu_items`` MMLU rows outside the unseen subjects (ids keep their row index); for
+    ``mmlu_items`` <= 1,333 that filter is a no-op, as every unseen subject lies further down the file."""
     root = Path(data_dir)
-    mmlu = mmlu_tasks(read_rows(str(root / "mmlu_stem.jsonl")), seed=seed)[:mmlu_items]
+    mmlu = [t for t in mmlu_tasks(read_rows(str(root / "mmlu_stem.jsonl")), seed=seed)
+            if t.meta["subject"] not in UNSEEN_SUBJECTS][:mmlu_items]
     return tuple(math_tasks(read_rows(str(root / "math500.jsonl")), "math500", seed)
                  + mmlu + humaneval_tasks(read_rows(str(root / "humaneval.jsonl.gz"))))
 
@@ -88,7 +98,7 @@ def load_preset(config: SimulatorConfig) -> SimPreset:
     if config.preset == "toy":
         return SimPreset("toy", _toy_workers(), tuple(toy_tasks(config.toy_items_per_domain, config.seed)))
     return SimPreset("paper-7", _paper7_workers(), paper7_tasks(config.data_dir, config.mmlu_items, config.seed),
-                     PAPER7_ERROR_CORRELATION)
+                     PAPER7_ERROR_CORRELATION, unseen_tasks(config.data_dir, config.seed))
 
 
 def simulated_pool_config(preset: SimPreset, base_url: str, **provider_limits: object) -> PoolConfig:

@@ -52,12 +52,16 @@ def plan_is_right(seed: int, task: Task, text: str) -> Optional[bool]:
 def own_value(task: Task, correct: bool, draw: float) -> str:
     """The answer a worker states when it works alone: gold, or its own plausible wrong one."""
     kind, gold = task.verifier, task.answer
-    prefix = task.meta["prompt"] if kind == "humaneval" else ""  # HumanEval's gold is the body; MBPP's the module
     if correct:
-        return prefix + gold
-    if kind in CODE_KINDS:  # the last line dropped: every such variant fails (tests/test_code_verifiers.py)
+        return task.meta["prompt"] + gold if kind == "humaneval" else gold
+    approach = int(draw * 3) + 1
+    if kind == "humaneval":  # the last line dropped: every such variant fails (tests/test_code_verifiers.py)
         lines = gold.rstrip().split("\n")
-        return prefix + "\n".join(lines[:-1]) + f"\n    # approach {int(draw * 3) + 1}\n"
+        return task.meta["prompt"] + "\n".join(lines[:-1]) + f"\n    # approach {approach}\n"
+    if kind == "mbpp":  # a dropped last line passes 8 items' asserts (None for False); a misnamed function none
+        name = re.escape(task.meta["entry_point"])
+        return re.sub(rf"^(\s*)def\s+{name}\s*\(", rf"\g<1>def {task.meta['entry_point']}_v{approach}(", gold,
+                      count=1, flags=re.MULTILINE)
     if kind == "choice":  # wrong answers share an item's attractive distractor, as real models' do
         others = [LETTERS[i] for i in range(task.meta["num_options"]) if LETTERS[i] != gold]
         distractor = _pick(others, uniform("distractor", task.id))
