@@ -5,10 +5,12 @@
         --set 'evaluate.methods=[single,moa]' --set evaluate.split=heldout --set evaluate.repeats=3
 
 Questions: the configured datasets, or the simulated preset's; all of them or one split as training makes
-it. Pool: the configured providers (real APIs), or, when ``pool.workers`` is empty, the simulated preset,
-started here. Writes ``<output.dir>/<run_name>/`` outcomes.parquet, report.json, report.md and two PNGs,
-and prints the table. Runs in this process (no Ray): the fixed methods only call the pool, and the
-conductor methods sample ``evaluate.policy`` from an in-process vLLM engine (``engine`` section).
+it; or (``evaluate.split=unseen``) the preset's task types that nothing trains on, the trained routers still
+learning on the train split (conductor/simulator/unseen.py). Pool: the configured providers (real APIs), or,
+when ``pool.workers`` is empty, the simulated preset, started here. Writes ``<output.dir>/<run_name>/``
+outcomes.parquet, report.json, report.md and two PNGs, and prints the table. Runs in this process (no Ray):
+the fixed methods only call the pool, and the conductor methods sample ``evaluate.policy`` from an
+in-process vLLM engine (``engine`` section).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from rich.table import Table
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.episode import EpisodeRunner
+from conductor.evaluation import domain_table
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
 from conductor.evaluation.earlier_outcomes import earlier_outcomes
 from conductor.evaluation.harness import Harness
@@ -54,9 +57,16 @@ from conductor.vllm_sampler import BatchedGenerator, VllmSampler
 def questions_for(config: Config) -> tuple[list[Task], list[Task]]:
     """The configured datasets (or the simulated preset's tasks), cut to the split and per-domain limit;
     and the train split the trained routers learn from (none when evaluating on all questions)."""
-    tasks = [t for spec in config.data.datasets for t in load_tasks(spec)] or list(load_preset(config.simulator).tasks)
+    preset = None if config.data.datasets else load_preset(config.simulator)
+    tasks = [t for spec in config.data.datasets for t in load_tasks(spec)] or list(preset.tasks)
     train: list[Task] = []
-    if config.evaluate.split != "all":
+    if config.evaluate.split == "unseen":
+        if preset is None or not preset.unseen:
+            raise ValueError("evaluate.split=unseen scores a simulated preset's unseen task types: paper-7 has them; "
+                             f"{'the configured datasets' if preset is None else preset.name} do not")
+        splits = split_tasks(tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
+        tasks, train = list(preset.unseen), list(splits.train)
+    elif config.evaluate.split != "all":
         splits = split_tasks(tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
         tasks, train = list(getattr(splits, config.evaluate.split)), list(splits.train)
     if config.evaluate.questions_per_domain:
@@ -158,22 +168,45 @@ def print_table(console: Console, table: dict, domains: list[str]) -> None:
     console.print(view)
 
 
+def with_table_rows(config: Config) -> tuple[Config, Optional[domain_table.Table]]:
+    """With ``domain_table`` among the methods: its table, and the config whose methods also run its rows."""
+    if "domain_table" not in config.evaluate.methods:
+        return config, None
+    if not config.evaluate.domain_table:
+        raise ValueError("the domain_table method needs its table: set evaluate.domain_table to a run's "
+                         "sft/workflow_prior.json (or worker_prior.json)")
+    table = domain_table.read_table(config.evaluate.domain_table, config.output.storage_options)
+    methods = list(dict.fromkeys([*config.evaluate.methods, *domain_table.fallback_methods(table)]))
+    return config.model_copy(update={"evaluate": config.evaluate.model_copy(update={"methods": methods})}), table
+
+
 def run(config: Config, console: Console, command: str = "") -> dict:
     tasks, train = questions_for(config)
+    config, menu = with_table_rows(config)
     out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
     earlier = earlier_outcomes(config.evaluate.reuse, [t.id for t in tasks], config.evaluate.repeats,
                                config.output.storage_options)
     skip = frozenset(o.method for o in earlier)
     if skip:
         console.print(f"reused from earlier evaluations: {', '.join(sorted(skip))}")
+    preset = None
     with contextlib.ExitStack() as stack:
         if not config.pool.workers:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
+            preset = sim.state.preset
+            config = config.model_copy(update={"pool": simulated_pool_config(preset, sim.base_url)})
         sampler = conductor_sampler(config, console, skip)
         outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
     if "oracle" in config.evaluate.methods:
         outcomes = with_oracle(outcomes)
+    extra: dict[str, Any] = {}
+    if menu is not None:
+        outcomes, chosen = domain_table.with_domain_table(outcomes, menu)
+        extra["domain_table"] = {"path": config.evaluate.domain_table, "rows": domain_table.table_rows(menu),
+                                 "generalist": domain_table.generalist(menu), "chosen": chosen}
+    if config.evaluate.split == "unseen" and preset is not None:  # what each worker was calibrated to (unseen.py)
+        extra["unseen_calibration"] = {w.name: {d: w.accuracy[d] for d in sorted({t.domain for t in tasks})}
+                                       for w in preset.workers}
     table = summarise(outcomes)
     domains = sorted({t.domain for t in tasks})
     print_table(console, table, domains)
@@ -182,7 +215,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
             "repeats": config.evaluate.repeats, "split": config.evaluate.split, "seed": config.seed,
             "workers": [w.id for w in config.pool.workers],
             "note": (f"Simulated pool (`{config.simulator.preset}`, worker latency "
-                     f"x{config.simulator.latency_scale:g})." if simulated else "")}
+                     f"x{config.simulator.latency_scale:g})." if simulated else ""), **extra}
     with tempfile.TemporaryDirectory() as staging:
         paths = write_report(Path(staging), outcomes, table, meta)
         for path in paths:

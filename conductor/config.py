@@ -299,6 +299,9 @@ class EvaluateConfig(Section):
                                   "(1,024 one-step episodes each)")
     reuse: list[str] = Field(default_factory=list, description="outcomes.parquet files (paths or URLs) of "
                              "earlier evaluations of the same questions: their methods are read, not run again")
+    domain_table: Optional[str] = Field(default=None, description="a run's sft/workflow_prior.json or "
+                                        "worker_prior.json (path or URL): the per-domain table of the derived "
+                                        "'domain_table' method (conductor/evaluation/domain_table.py)")
 
 
 class ChaosConfig(Section):

@@ -166,3 +166,41 @@ def test_paper7_baselines_reproduce_the_papers_table(shared_data):
     assert abs(100 * max(gains) - SELF_REFLECTION_GAIN) <= TOLERANCE
     moa_tokens = statistics.fmean(table["moa"][d].worker_tokens for d in ("math500", "mmlu", "code"))
     assert 8_000 <= moa_tokens <= 14_000  # the paper's MoA: 11,203 tokens per question
+
+
+def test_the_unseen_types_are_scored_with_the_per_domain_table_beside(tmp_path, shared_data, capsys):
+    prior = tmp_path / "workflow_prior.json"  # a measured menu's shape: every worker alone, the heaviest a pair
+    workers = list(PAPER7_TABLE)
+    menu = {"code": {"gpt-5": 0.8}, "math500": {"gemini-2.5-pro>claude-sonnet-4": 0.7},
+            "mmlu": {"claude-sonnet-4>gemini-2.5-pro": 0.7}}
+    prior.write_text(json.dumps({domain: {**{w: 0.01 * (1 + (w == "gpt-5")) for w in workers}, **items}
+                                 for domain, items in menu.items()}))
+    argv = ["--config", "configs/train-paper7.yaml", "--set", f"output.dir={tmp_path}", "--set", "run_name=u",
+            "--set", f"simulator.data_dir={shared_data}", "--set", "simulator.latency_scale=0",
+            "--set", "evaluate.split=unseen", "--set", "evaluate.questions_per_domain=2",
+            "--set", "evaluate.methods=[single,oracle,domain_table]", "--set", f"evaluate.domain_table={prior}"]
+    assert evaluate_main(argv) == 0
+    report = json.loads((tmp_path / "u" / "report.json").read_text())
+    methods = report["methods"]
+    assert {"oracle", "domain_table", "solve_check:gemini-2.5-pro>claude-sonnet-4", "single:gpt-5"} <= set(methods)
+    assert set(methods["domain_table"]) == {"aime", "mbpp", "physchem", AVERAGE}
+    assert report["meta"]["domain_table"]["generalist"] == "single:gpt-5"
+    assert {c["how"] for c in report["meta"]["domain_table"]["chosen"].values()} == {
+        "best fallback, chosen on these items"}
+    assert report["meta"]["unseen_calibration"]["gpt-5"]["mbpp"] == pytest.approx(0.358)
+    markdown = (tmp_path / "u" / "report.md").read_text()
+    for section in ("## Task types nothing trained on", "### Calibration", "### Per type", "### The per-domain table",
+                    "optimistic upper bound"):
+        assert section in markdown
+    # read back, the derived rows are recomputed from the rows they copy (a faulty pool: nothing is asked again)
+    again = argv[:-4] + ["--set", "run_name=v", "--set", "simulator.faults.server_error=1.0",
+                         "--set", f"evaluate.reuse=[{tmp_path / 'u' / 'outcomes.parquet'}]",
+                         "--set", "evaluate.methods=[oracle,domain_table]", "--set", f"evaluate.domain_table={prior}"]
+    assert evaluate_main(again) == 0
+    reread = json.loads((tmp_path / "v" / "report.json").read_text())["methods"]
+    assert reread["domain_table"] == methods["domain_table"] and reread["oracle"] == methods["oracle"]
+    assert evaluate_main(argv[:-4] + ["--set", "evaluate.methods=[domain_table]"]) == 2
+    assert "needs its table" in capsys.readouterr().err
+    toy = ["--config", "configs/train-toy.yaml", "--set", f"output.dir={tmp_path}", "--set", "evaluate.split=unseen"]
+    assert evaluate_main(toy) == 2
+    assert "unseen task types" in capsys.readouterr().err

@@ -3,7 +3,8 @@
 The baselines on `paper-7` take ~110k worker calls; a new Conductor checkpoint should not pay them again.
 ``evaluate.reuse`` names earlier ``outcomes.parquet`` files (local or URL); each method in them must cover
 every (question, repeat) of this evaluation, or the report would compare methods on different questions.
-Rows for other questions or repeats are dropped; the derived ``oracle`` is recomputed, not read.
+Rows for other questions or repeats are dropped; the derived rows (``oracle``, ``domain_table``) are recomputed,
+not read.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import fsspec
 import pyarrow.parquet as pq
 
+from conductor.evaluation.method import DERIVED
 from conductor.evaluation.outcome import Outcome
 
 
@@ -27,7 +29,7 @@ def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int
             rows = pq.read_table(handle).to_pylist()
         by_method: dict[str, list[Outcome]] = defaultdict(list)
         for row in rows:
-            if row["method"] != "oracle" and (row["task_id"], row["repeat"]) in wanted:
+            if row["method"] not in DERIVED and (row["task_id"], row["repeat"]) in wanted:
                 row["workers"], row["access"] = tuple(row["workers"]), tuple(row["access"])
                 by_method[row["method"]].append(Outcome(**row))
         for method, outcomes in by_method.items():

@@ -5,7 +5,8 @@ pool, a seed) and returns an ``Attempt``; the harness times, verifies and record
 turns the names a user writes in ``evaluate.methods`` into methods; a name without ``:<worker>`` expands to
 one method per worker (``single`` -> ``single:gpt-5``, ...); a pair method is always named in full
 (``solve_check:gemini-2.5-pro>claude-sonnet-4``). ``conductor`` and ``conductor_recursive`` need
-a trained policy in the context (``evaluate.policy``).
+a trained policy in the context (``evaluate.policy``); ``domain_table`` a table (``evaluate.domain_table``),
+whose rows cluster/evaluate.py adds to the methods run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ PER_WORKER = ("single", "self_reflection", "consensus")
 PAIRS = ("solve_check",)  # <kind>:<first>><second>, always named: every ordered pair would be 49 rows on paper-7
 POOL_WIDE = ("random", "moa", "smoothie_dependent", "smoothie_independent", "router_dc", "masrouter",
              "rllib_router")
-DERIVED = ("oracle",)  # computed by the report from other methods' rows
+DERIVED = ("oracle", "domain_table")  # computed from other methods' rows (report.py, domain_table.py)
 TRAINED = ("router_dc", "masrouter", "rllib_router")  # learn on MethodContext.train_tasks
 KNOWN = PER_WORKER + PAIRS + POOL_WIDE + CONDUCTOR_METHODS + DERIVED
 

@@ -1,6 +1,7 @@
 """The evaluation's files: ``outcomes.parquet`` (one row per attempt), ``report.json`` (the summary, for other
-tools), ``report.md`` (the table, and the side-by-side with the paper when the domains match) and two PNGs:
-accuracy against $ per question with every method on it, and steps per workflow by domain.
+tools), ``report.md`` (the table, and the side-by-side with the paper when the domains match: Table 7 in-domain,
+Table 2 on the unseen task types, conductor/evaluation/unseen_report.py) and two PNGs: accuracy against $ per
+question with every method on it, and steps per workflow by domain.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from conductor.evaluation.conductor_method import is_conductor
 from conductor.evaluation.outcome import Outcome
 from conductor.evaluation.paper_reference import DOMAINS, PAPER, SELF_REFLECTION_GAIN, TOLERANCE
 from conductor.evaluation.report import AVERAGE, Cell, as_json, best_of
+from conductor.evaluation.unseen_report import unseen_json, unseen_sections
 from conductor.evaluation.workflow_stats import markdown_lines, workflow_stats
 
 FILES = ("outcomes.parquet", "report.json", "report.md", "accuracy_cost.png", "steps_by_domain.png")
@@ -30,11 +32,12 @@ def write_report(directory: Path, outcomes: Sequence[Outcome], table: dict[str, 
     paths = [directory / name for name in FILES]
     pq.write_table(pa.Table.from_pylist([o.row() for o in outcomes]), paths[0])
     workflows = workflow_stats(outcomes, is_conductor)
-    paths[1].write_text(json.dumps({**as_json(table, meta), "workflows": workflows}, indent=2) + "\n")
+    paths[1].write_text(json.dumps({**as_json(table, meta), "workflows": workflows, **unseen_json(table, outcomes)},
+                                   indent=2) + "\n")
     figures = ["", f"![accuracy against $ per question]({FILES[3]})", "",
                f"![steps per workflow by domain]({FILES[4]})", ""]
-    paths[2].write_text(markdown(table, meta)
-                        + "\n".join(conductor_comparison(table) + markdown_lines(workflows) + figures))
+    sections = conductor_comparison(table) + unseen_sections(table, outcomes, meta) + markdown_lines(workflows)
+    paths[2].write_text(markdown(table, meta) + "\n".join(sections + figures))
     plot_accuracy_cost(table, paths[3])
     plot_steps(outcomes, paths[4])
     return paths
