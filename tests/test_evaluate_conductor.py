@@ -59,6 +59,7 @@ def test_the_conductor_writes_workflows_that_run_and_are_scored(evaluated):
     assert all(r["worker_calls"] == r["steps"] == 2 and r["access"] == ["[]", "all"] for r in parsed)
     recursive = [r for r in rows if r["method"] == "conductor_recursive"]
     assert len(recursive) == 3 * PER_DOMAIN and all(r["rounds"] in (1, 2) for r in recursive)
+    assert not any(r["accepted"] and r["rounds"] == 2 for r in recursive)  # accepting runs no second workflow
 
 
 def test_the_report_puts_the_conductor_beside_the_baselines(evaluated):
@@ -66,8 +67,11 @@ def test_the_report_puts_the_conductor_beside_the_baselines(evaluated):
     assert {"conductor", "conductor_recursive", "moa", "random"} <= set(report["methods"])
     assert set(report["workflows"]) == {"conductor", "conductor_recursive"}
     assert all(d["questions"] == PER_DOMAIN for d in report["workflows"]["conductor"].values())
+    recursion = report["recursion"]["conductor_recursive"]["all"]  # the recursive round beside the root-only row
+    assert 0 < recursion["questions"] <= 3 * PER_DOMAIN and recursion["root_right"] <= recursion["questions"]
     markdown = (evaluated / "report.md").read_text()
     assert "## The Conductor against the best single worker of each domain" in markdown
+    assert "## What the recursive round did to the root answer" in markdown
     assert "evaluate.policy=" in markdown  # the command that made it
 
 

@@ -92,4 +92,5 @@ class ConductorMethod:
         executed = sum(1 for r in episode.rounds if r.steps)
         return Attempt(answer=None if root_failed else episode.answer, steps=episode.steps,
                        infra_error=episode.infra_error, conductor_tokens=sum(generated),
-                       rounds=max(1, executed), parse_error=parse_error)
+                       rounds=max(1, executed), parse_error=parse_error,
+                       accepted=any(r.accepted_previous for r in episode.rounds[1:]))

@@ -24,6 +24,7 @@ class Attempt:
     rounds: int = 1  # workflows executed (a recursive conductor may run more than one)
     parse_error: Optional[str] = None  # a conductor's output that was not a workflow (RECURSIVE_TURN: a later turn's)
     fallback: bool = False  # the answer came from a fallback, not from the method's own plan
+    accepted: bool = False  # a recursive turn accepted the previous round's answer (three empty lists)
     latency_s: Optional[float] = None  # set by methods whose calls ran in prepare(): the question's own time
 
 
@@ -47,6 +48,7 @@ class Outcome:
     parse_error: Optional[str] = None
     fallback: bool = False
     error: Optional[str] = None
+    accepted: bool = False  # a recursive turn accepted the previous answer (absent in older outcome files)
 
     @property
     def worker_tokens(self) -> int:
@@ -70,7 +72,8 @@ def outcome_of(method: str, task_id: str, domain: str, repeat: int, attempt: Att
         usd=sum(s.cost_usd for s in ran), latency_s=latency_s, steps=len(attempt.steps), rounds=attempt.rounds,
         workers=tuple(s.worker_id for s in attempt.steps),
         access=tuple(_access_text(s.access) for s in attempt.steps),
-        parse_error=attempt.parse_error, fallback=attempt.fallback, error=attempt.infra_error)
+        parse_error=attempt.parse_error, fallback=attempt.fallback, error=attempt.infra_error,
+        accepted=attempt.accepted)
 
 
 def _access_text(access: Any) -> str:

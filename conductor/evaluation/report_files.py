@@ -19,6 +19,8 @@ import pyarrow.parquet as pq
 from conductor.evaluation.conductor_method import is_conductor
 from conductor.evaluation.outcome import Outcome
 from conductor.evaluation.paper_reference import DOMAINS, PAPER, SELF_REFLECTION_GAIN, TOLERANCE
+from conductor.evaluation.recursion_stats import markdown_lines as recursion_lines
+from conductor.evaluation.recursion_stats import recursion_stats
 from conductor.evaluation.report import AVERAGE, Cell, as_json, best_of
 from conductor.evaluation.unseen_report import unseen_json, unseen_sections
 from conductor.evaluation.workflow_stats import markdown_lines, workflow_stats
@@ -32,11 +34,13 @@ def write_report(directory: Path, outcomes: Sequence[Outcome], table: dict[str, 
     paths = [directory / name for name in FILES]
     pq.write_table(pa.Table.from_pylist([o.row() for o in outcomes]), paths[0])
     workflows = workflow_stats(outcomes, is_conductor)
-    paths[1].write_text(json.dumps({**as_json(table, meta), "workflows": workflows, **unseen_json(table, outcomes)},
-                                   indent=2) + "\n")
+    recursion = recursion_stats(outcomes)
+    paths[1].write_text(json.dumps({**as_json(table, meta), "workflows": workflows, "recursion": recursion,
+                                    **unseen_json(table, outcomes)}, indent=2) + "\n")
     figures = ["", f"![accuracy against $ per question]({FILES[3]})", "",
                f"![steps per workflow by domain]({FILES[4]})", ""]
-    sections = conductor_comparison(table) + unseen_sections(table, outcomes, meta) + markdown_lines(workflows)
+    sections = (conductor_comparison(table) + unseen_sections(table, outcomes, meta) + markdown_lines(workflows)
+                + recursion_lines(recursion))
     paths[2].write_text(markdown(table, meta) + "\n".join(sections + figures))
     plot_accuracy_cost(table, paths[3])
     plot_steps(outcomes, paths[4])
