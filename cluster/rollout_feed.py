@@ -98,10 +98,14 @@ class RolloutFeed:
 
     def evaluate(self, tasks: Sequence[Task], sampling: SamplingSettings, batch_id: str,
                  on_wait: Callable[[], None] = lambda: None) -> list[RolloutRecord]:
-        """One sample per task, the tasks dealt over the actors, nothing written to the store."""
+        """One sample per task, the tasks dealt over the actors, nothing written to the store. The root
+        workflow alone, as the report's ``conductor`` row scores it: a share of recursive rounds drawn at
+        random would make two checkpoints' scores differ by the draw (``conductor_recursive`` is evaluated by
+        cluster.evaluate)."""
         actors = len(self.actors)
         requests = [RolloutRequest(f"{batch_id}-eval{i}", tuple(tasks[i::actors]), group_size=1, sampling=sampling,
-                                   write=False, return_records=True) for i in range(actors) if tasks[i::actors]]
+                                   write=False, return_records=True, recursive_fraction=0.0)
+                    for i in range(actors) if tasks[i::actors]]
         return [record for receipt in self.run(requests, on_wait) for record in receipt.records]
 
     def take_given_up(self) -> list[RolloutRequest]:

@@ -16,7 +16,7 @@ import asyncio
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Protocol
 
 from conductor.config import Config
@@ -31,6 +31,7 @@ from conductor.tasks.task import Task
 from conductor.trace import RoundTrace
 from conductor.verifiers.verdict import Verdict
 from conductor.verifiers.verify import verify
+from conductor.workflow_constraint import workflow_regex
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class RolloutRequest:
     sampling: Optional[SamplingSettings] = None
     write: bool = True
     return_records: bool = False
+    recursive_fraction: Optional[float] = None  # None: rollout.recursive_fraction; validation asks for 0
 
 
 @dataclass(frozen=True)
@@ -101,13 +103,18 @@ class RolloutRunner:
                                          config.rollout.max_new_tokens)
 
     async def run_request(self, request: RolloutRequest) -> list[RolloutRecord]:
-        return await self.run(list(request.tasks), request.group_size, request.sampling, request.batch_id)
+        return await self.run(list(request.tasks), request.group_size, request.sampling, request.batch_id,
+                              request.recursive_fraction)
 
     async def run(self, tasks: list[Task], group_size: Optional[int] = None,
-                  sampling: Optional[SamplingSettings] = None, batch_id: Optional[str] = None) -> list[RolloutRecord]:
-        """G rollouts for each task (``group_size``/``sampling`` override the config, e.g. greedy
-        evaluation with one sample); one generation call for the whole batch."""
+                  sampling: Optional[SamplingSettings] = None, batch_id: Optional[str] = None,
+                  recursive_fraction: Optional[float] = None) -> list[RolloutRecord]:
+        """G rollouts for each task (``group_size``/``sampling``/``recursive_fraction`` override the config,
+        e.g. greedy evaluation of the root workflow with one sample); one generation call for the batch.
+        A recursive turn decodes as its root did (temperature; the recursive-round expression where the root
+        was constrained)."""
         group_size = group_size or self.config.rollout.group_size
+        share = self.config.rollout.recursive_fraction if recursive_fraction is None else recursive_fraction
         batch_id = batch_id or uuid.uuid4().hex
         rosters = [self.prompts.roster() for _ in tasks]
         prompts = [self.prompts.task_prompt_ids(t, r) for t, r in zip(tasks, rosters)]
@@ -118,15 +125,19 @@ class RolloutRunner:
         for index, (task, roster, samples) in enumerate(zip(tasks, rosters, groups)):
             group_id = f"{batch_id}-q{index}"
             for number, sample in enumerate(samples):
-                rounds = 1 if self.rng.random() < self.config.rollout.recursive_fraction else 0
+                rounds = 1 if share > 0 and self.rng.random() < share else 0
                 jobs.append(self._one(task, roster, sample, f"{group_id}-s{number}", group_id, rounds,
-                                      generation_s))
+                                      generation_s, sampling or self.sampling))
         return list(await asyncio.gather(*jobs))
 
-    def _recursive_turns(self, sampled: list[Sample]):
+    def _recursive_turns(self, sampled: list[Sample], sampling: SamplingSettings, roster: Roster):
         """The Conductor for one episode's recursive rounds; each turn it takes lands in ``sampled``."""
+        if sampling.format_regex is not None:
+            sampling = replace(sampling, format_regex=workflow_regex(len(roster), self.config.executor.max_steps,
+                                                                     recursive_round=True))
+
         async def turn(messages: Messages) -> Optional[str]:
-            [[sample]] = await self.generator.generate([self.prompts.prompt_ids(messages)], 1, self.sampling)
+            [[sample]] = await self.generator.generate([self.prompts.prompt_ids(messages)], 1, sampling)
             if sample.finish_reason == PROMPT_TOO_LONG:
                 return None
             sampled.append(sample)
@@ -135,7 +146,7 @@ class RolloutRunner:
         return turn
 
     async def _one(self, task: Task, roster: Roster, sample: Sample, rollout_id: str, group_id: str, rounds: int,
-                   generation_s: float) -> RolloutRecord:
+                   generation_s: float, sampling: SamplingSettings) -> RolloutRecord:
         if sample.finish_reason == PROMPT_TOO_LONG:  # unscored, like a worker outage: not the policy's doing
             episode = EpisodeResult(rounds=[RoundTrace(round=0, conductor_text="", infra_error=(
                 f"conductor prompt of {len(sample.prompt_token_ids)} tokens leaves no room under "
@@ -146,7 +157,8 @@ class RolloutRunner:
             started = time.perf_counter()
             truncated = self.config.rollout.truncation_is_format_error and sample.finish_reason == "length"
             episode = await self.episodes.run(task.prompt, roster, sample.text, recursive_rounds=rounds,
-                                              conductor=self._recursive_turns(turns) if rounds else None,
+                                              conductor=self._recursive_turns(turns, sampling, roster) if rounds
+                                              else None,
                                               root_truncated=truncated)
             workers_s = time.perf_counter() - started
             started = time.perf_counter()

@@ -18,6 +18,7 @@ from conductor.roster import Roster
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.workflow import parse_workflow
+from conductor.workflow_constraint import workflow_regex
 from tests.support.toy_warm_start import TOY_CONFIG, TOY_WARM_START
 
 pytestmark = pytest.mark.slow
@@ -108,9 +109,17 @@ def test_a_recursive_turn_is_recorded_as_the_engine_sampled_it(engines, policy_d
     model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).eval()
     with SimulatorServer(TOY) as sim:
         _, actor = rollout_actor(sim, engines, policy_dir, tmp_path, max_new_tokens=64, recursive_fraction=1.0)
-        receipt = ray.get(actor.run.remote(RolloutRequest("r0", tuple(sim.state.preset.tasks[:4]), write=False,
-                                                          return_records=True)))
+        tasks = tuple(sim.state.preset.tasks[:4])
+        receipt = ray.get(actor.run.remote(RolloutRequest("r0", tasks, write=False, return_records=True)))
+        root_only = ray.get(actor.run.remote(RolloutRequest("r1", tasks, write=False, return_records=True,
+                                                            recursive_fraction=0.0)))
+        constrained = SamplingSettings(temperature=0.0, max_new_tokens=160, format_regex=workflow_regex(3, 5))
+        greedy = ray.get(actor.run.remote(RolloutRequest("r2", tasks, group_size=1, sampling=constrained,
+                                                         write=False, return_records=True)))
         ray.kill(actor)
+    assert all(r.recursion_rounds == 0 and not r.recursive_turns for r in root_only.records)  # validation's case
+    # a recursive turn decodes as its root did: under the recursive-round expression, so it parses
+    assert all(r.format_ok and r.recursion_rounds == 1 for r in greedy.records), [r.parse_error for r in greedy.records]
     recursed = [r for r in receipt.records if r.recursive_turns]
     assert recursed, "the SFT-primed policy parses often enough for some root workflows to run"
     for record in recursed:
