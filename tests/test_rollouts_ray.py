@@ -114,12 +114,18 @@ def test_a_recursive_turn_is_recorded_as_the_engine_sampled_it(engines, policy_d
         root_only = ray.get(actor.run.remote(RolloutRequest("r1", tasks, write=False, return_records=True,
                                                             recursive_fraction=0.0)))
         constrained = SamplingSettings(temperature=0.0, max_new_tokens=160, format_regex=workflow_regex(3, 5))
-        greedy = ray.get(actor.run.remote(RolloutRequest("r2", tasks, group_size=1, sampling=constrained,
-                                                         write=False, return_records=True)))
+        greedy = [ray.get(actor.run.remote(RolloutRequest(f"r{2 + k}", tasks, group_size=1, sampling=constrained,
+                                                          write=False, return_records=True))).records
+                  for k in range(2)]
         ray.kill(actor)
     assert all(r.recursion_rounds == 0 and not r.recursive_turns for r in root_only.records)  # validation's case
-    # a recursive turn decodes as its root did: under the recursive-round expression, so it parses
-    assert all(r.format_ok and r.recursion_rounds == 1 for r in greedy.records), [r.parse_error for r in greedy.records]
+    # a recursive turn decodes as its root did: greedy (the same turn twice; the config's temperature is 0.5)
+    # and under the recursive-round expression (the workflow's opening is forced)
+    first, second = ({r.question_id: [t["completion_token_ids"] for t in r.recursive_turns] for r in records}
+                     for records in greedy)
+    assert first == second and any(first.values())
+    tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+    assert all("model_id = [" in tokenizer.decode(turn)[:200] for turns in first.values() for turn in turns)
     recursed = [r for r in receipt.records if r.recursive_turns]
     assert recursed, "the SFT-primed policy parses often enough for some root workflows to run"
     for record in recursed:
