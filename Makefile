@@ -94,34 +94,28 @@ results-smollm2: $(STAMP)
 	sed -e '/\.png)/d' -e 's#^Made by:$$#Made by `make results-smollm2` (its last step):#' \
 		runs/smollm2-paper7-untrained/report.md > docs/results/smollm2-paper7-untrained.md
 
-# docs/results/unseen-types.{md,json} (+ PNGs in docs/results/unseen-types/): the two paper-7 Conductors of
-# `make results-paper7`, with no retraining and no domain label, on three task types nothing trained on (AIME-,
-# GPQA- and BigCodeBench-like, conductor/simulator/unseen.py: 1,236 questions), against each worker alone, MoA, the
-# routers (trained on the same train split) and the per-domain table (the run's measured menu, its best fallback
-# on a type it has no row for: an optimistic upper bound). Trains only the runs that are missing (~16 min each);
-# then the baselines once into runs/eval-unseen-baselines (~15-25 min), then each Conductor (~30-45 min in all).
+# docs/results/unseen-types.{md,json} (+ PNGs in docs/results/unseen-types/): the paper-7 Conductor of
+# `make results-paper7` (configs/train-paper7.yaml), with no retraining and no domain label, on three task types
+# nothing trained on (AIME-, GPQA- and BigCodeBench-like, conductor/simulator/unseen.py: 1,236 questions), against
+# each worker alone, MoA, the routers (trained on the same train split) and the per-domain table (the run's measured
+# menu, its best fallback on a type it has no row for: an optimistic upper bound). Trains the run only if it is
+# missing (~16 min idle); then the baselines once into runs/eval-unseen-baselines (~15-25 min), then the Conductor.
 UNSEEN := --config configs/train-paper7.yaml --set evaluate.split=unseen
-UNSEEN_BASELINES := single,oracle,moa,router_dc,masrouter,rllib_router,domain_table
+UNSEEN_BASELINES := single,oracle,moa,router_dc,masrouter,rllib_router
 UNSEEN_TABLE := --set evaluate.domain_table=runs/train-paper7/sft/workflow_prior.json
 results-unseen: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	test -d runs/train-paper7/policy || $(PY) -m cluster.train --config configs/train-paper7.yaml
-	test -d runs/train-paper7-cost/policy || $(PY) -m cluster.train --config configs/train-paper7.yaml \
-		--set run_name=train-paper7-cost --set reward.cost_penalty_per_usd=10 --set train.best_by=reward
-	test -f runs/eval-unseen-baselines/outcomes.parquet || $(PY) -m cluster.evaluate $(UNSEEN) $(UNSEEN_TABLE) \
+	test -f runs/eval-unseen-baselines/outcomes.parquet || $(PY) -m cluster.evaluate $(UNSEEN) \
 		--set "evaluate.methods=[$(UNSEEN_BASELINES)]" --set run_name=eval-unseen-baselines
-	$(PY) -m cluster.evaluate $(UNSEEN) --set evaluate.policy=runs/train-paper7/policy \
-		--set "evaluate.methods=[conductor,conductor_recursive]" \
-		--set "evaluate.reuse=[runs/eval-unseen-baselines/outcomes.parquet]" --set run_name=eval-unseen-conductor
-	$(PY) -m cluster.evaluate $(UNSEEN) $(UNSEEN_TABLE) --set evaluate.policy=runs/train-paper7-cost/policy \
-		--set evaluate.conductor_name=conductor_cost \
+	$(PY) -m cluster.evaluate $(UNSEEN) $(UNSEEN_TABLE) --set evaluate.policy=runs/train-paper7/policy \
 		--set "evaluate.methods=[conductor,conductor_recursive,oracle,domain_table]" \
-		--set "evaluate.reuse=[runs/eval-unseen-conductor/outcomes.parquet]" \
-		--set "evaluate.title=paper-7 on three task types nothing trained on: no retraining, no domain label" \
+		--set "evaluate.reuse=[runs/eval-unseen-baselines/outcomes.parquet]" \
+		--set "evaluate.title=paper-7 on three task types nothing trained on (no retraining, no domain label)" \
 		--set run_name=unseen-types --set output.dir=docs/results
 	cp docs/results/unseen-types/report.json docs/results/unseen-types.json
 	sed -e 's#](\([a-z_]*\.png\))#](unseen-types/\1)#' \
-		-e 's#^Made by:$$#Made by `make results-unseen` (the baselines once, two Conductors evaluated); its last command:#' \
+		-e 's#^Made by:$$#Made by `make results-unseen` (the baselines once, then the Conductor); its last command:#' \
 		docs/results/unseen-types/report.md > docs/results/unseen-types.md
 	rm docs/results/unseen-types/report.json docs/results/unseen-types/report.md docs/results/unseen-types/outcomes.parquet
 
