@@ -145,15 +145,19 @@ def test_kill_and_resume_matches_an_uninterrupted_run(ray_local, policy, tmp_pat
         assert lr == pytest.approx(2 * expected_losses[2][2], rel=1e-9)
 
 
-def test_kl_to_a_frozen_reference_is_zero_at_first_and_grows(ray_local, policy):
-    config = LearnerConfig(zero_stage=2, num_cpus_per_rank=0.5, lr=1e-2, warmup_steps=0, kl_coef=0.1,
-                           micro_batch_size=8)
+def two_steps(policy, batches, **kl_settings):
+    """The stats of two training steps on ``batches(0)`` then ``batches(1)``, with a KL term configured."""
+    config = LearnerConfig(zero_stage=2, num_cpus_per_rank=0.5, lr=1e-2, warmup_steps=0, micro_batch_size=8,
+                           **kl_settings)
     learners = LearnerGroup(policy, config, total_steps=2, sequences_per_step=24)
     try:
-        first, _ = learners.train_step(batch(0))
-        second, _ = learners.train_step(batch(1))
+        return learners.train_step(batches(0))[0], learners.train_step(batches(1))[0]
     finally:
         learners.shutdown()
+
+
+def test_kl_to_a_frozen_reference_is_zero_at_first_and_grows(ray_local, policy):
+    first, second = two_steps(policy, batch, kl_coef=0.1)
     assert first.kl == pytest.approx(0.0, abs=1e-9)  # the policy is the reference before any update
     assert second.kl > 1e-6
 
@@ -169,13 +173,6 @@ def test_a_kl_on_the_worker_choice_alone_reads_the_tokens_that_name_a_worker(ray
         return [dataclasses.replace(r, completion_token_ids=completion, completion_logprobs=[-1.0] * len(completion))
                 for r in batch(version)]
 
-    config = LearnerConfig(zero_stage=2, num_cpus_per_rank=0.5, lr=1e-2, warmup_steps=0, worker_id_kl_coef=0.1,
-                           micro_batch_size=8)
-    learners = LearnerGroup(policy, config, total_steps=2, sequences_per_step=24)
-    try:
-        first, _ = learners.train_step(workflows(0))
-        second, _ = learners.train_step(workflows(1))
-    finally:
-        learners.shutdown()
+    first, second = two_steps(policy, workflows, worker_id_kl_coef=0.1)
     assert first.worker_id_kl == pytest.approx(0.0, abs=1e-9) and first.kl == pytest.approx(0.0, abs=1e-9)
     assert second.worker_id_kl > 1e-6
