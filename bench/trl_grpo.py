@@ -23,7 +23,7 @@ from conductor.rewards import reward
 from conductor.roster import Roster
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
-from conductor.tasks.splits import TaskSampler, split_tasks
+from conductor.tasks.splits import TaskSampler, configured_splits
 from conductor.verifiers.verdict import Verdict
 from conductor.verifiers.verify import verify
 from learner.lr_schedule import lr_factor
@@ -35,7 +35,7 @@ TRL_VERSION, TRL_SIDES = "1.16.0", ("trl-vllm", "trl-hf")
 
 def splits_of(config: Config):
     """The driver's split (``cluster.train``): the same tasks, validation and held-out questions."""
-    return split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions, config.seed)
+    return configured_splits(tasks_for(config), config.train)
 
 
 class Scorer:

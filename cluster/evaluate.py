@@ -50,7 +50,7 @@ from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks import Task, load_tasks
-from conductor.tasks.splits import split_tasks
+from conductor.tasks.splits import configured_splits
 from conductor.vllm_sampler import BatchedGenerator, VllmSampler
 
 
@@ -64,10 +64,10 @@ def questions_for(config: Config) -> tuple[list[Task], list[Task]]:
         if preset is None or not preset.unseen:
             raise ValueError("evaluate.split=unseen scores a simulated preset's unseen task types: paper-7 has them; "
                              f"{'the configured datasets' if preset is None else preset.name} do not")
-        splits = split_tasks(tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
+        splits = configured_splits(tasks, config.train)
         tasks, train = list(preset.unseen), list(splits.train)
     elif config.evaluate.split != "all":
-        splits = split_tasks(tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
+        splits = configured_splits(tasks, config.train)
         tasks, train = list(getattr(splits, config.evaluate.split)), list(splits.train)
     if config.evaluate.questions_per_domain:
         taken: dict[str, int] = defaultdict(int)

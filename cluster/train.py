@@ -54,7 +54,7 @@ from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.staleness import StalenessManager
-from conductor.tasks.splits import split_tasks, training_sampler
+from conductor.tasks.splits import configured_splits, training_sampler
 from conductor.timer import Timer
 from conductor.token_budget import TokenBudget
 
@@ -82,8 +82,7 @@ class GrpoRecipe:
         self.console.print(f"outputs: {self.out.url}")
         if not config.train.resume:
             archive_previous_run(self.out, self.console)
-        self.splits = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
-                                  config.seed)
+        self.splits = configured_splits(tasks_for(config), config.train)
         self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
                            f"{len(self.splits.heldout)} held-out")
         if not config.pool.workers:

@@ -251,6 +251,9 @@ class TrainConfig(Section):
         default=False, description="validate and evaluate the held-out split decoding under the workflow "
         "expression (conductor/workflow_constraint.py), as evaluate.constrain_format deploys the policy")
     heldout_questions: int = Field(default=150, ge=1, description="reported once, at the end")
+    split_seed: int = Field(default=0, description="draws which questions are validation and held-out; apart "
+                            "from the run's `seed` (the policy's initialisation and sampling), so that runs "
+                            "over seeds train and are scored on the same questions")
     eval_every: int = Field(default=10, ge=1)
     val_before_train: bool = Field(default=False, description="also validate the warm-start policy before step "
                                    "1: the curve's step 0, and a start no later step beats stays the best")
@@ -280,7 +283,7 @@ class EvaluateConfig(Section):
                                description="see conductor/evaluation/method.py; 'single' = every worker")
     split: Literal["all", "train", "val", "heldout", "unseen"] = Field(
         default="all", description="questions: all, or one split as training makes it (train.val_questions, "
-        "train.heldout_questions, seed); unseen: the simulated preset's unseen task types "
+        "train.heldout_questions, train.split_seed); unseen: the simulated preset's unseen task types "
         "(conductor/simulator/unseen.py), the trained routers still learning on the train split")
     questions_per_domain: Optional[int] = Field(default=None, ge=1, description="the first N of each domain")
     repeats: int = Field(default=1, ge=1, le=100)

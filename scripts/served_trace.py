@@ -26,14 +26,14 @@ sys.path.insert(0, str(REPO))
 
 from cluster.rollouts import tasks_for  # noqa: E402
 from conductor.config_loader import load_config  # noqa: E402
-from conductor.tasks.splits import split_tasks  # noqa: E402
+from conductor.tasks.splits import configured_splits  # noqa: E402
 from conductor.tasks.task import Task  # noqa: E402
 
 
 def first_of_each_domain(config_path: Path) -> list[Task]:
     config = load_config(config_path)
     train = config.train
-    heldout = split_tasks(tasks_for(config), train.val_questions, train.heldout_questions, config.seed).heldout
+    heldout = configured_splits(tasks_for(config), train).heldout
     chosen = {}
     for task in heldout:
         chosen.setdefault(task.domain, task)

@@ -18,7 +18,7 @@ import pytest
 from cluster.rollouts import tasks_for
 from conductor.config_loader import load_config
 from conductor.replay_store import ReplayStore
-from conductor.tasks.splits import split_tasks
+from conductor.tasks.splits import configured_splits
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -43,8 +43,7 @@ def test_a_refused_sandbox_is_an_infra_error_from_the_verifier_to_the_summary(tm
 
     # The held-out code questions, from the split the driver documents (independent of its counting).
     config = load_config(str(REPO / "configs/train-toy.yaml"), OVERRIDES)
-    heldout = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
-                          config.seed).heldout
+    heldout = configured_splits(tasks_for(config), config.train).heldout
     code_questions = sum(task.verifier == "humaneval" for task in heldout)
     assert 0 < code_questions < len(heldout)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cluster.rollouts import tasks_for
 from conductor.config_loader import load_config
-from conductor.tasks.splits import split_tasks
+from conductor.tasks.splits import configured_splits
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,7 +19,7 @@ def test_the_traced_questions_are_the_first_held_out_question_of_each_domain():
     chosen = script.first_of_each_domain(config_path)
 
     config = load_config(config_path)
-    splits = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions, config.seed)
+    splits = configured_splits(tasks_for(config), config.train)
     assert [task.domain for task in chosen] == ["code", "math500", "mmlu"]
     heldout_ids = [task.id for task in splits.heldout]
     assert all(task.id in heldout_ids for task in chosen)

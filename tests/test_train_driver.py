@@ -40,12 +40,11 @@ def independent_baselines(*overrides):
     from conductor.config_loader import load_config
     from conductor.simulator.presets import load_preset
     from conductor.simulator.server import SimulatorServer
-    from conductor.tasks.splits import split_tasks
+    from conductor.tasks.splits import configured_splits
     from conductor.verifiers.verify import verify
 
     config = load_config(REPO / "configs/train-toy.yaml", SMALL + list(overrides))
-    heldout = split_tasks(load_preset(config.simulator).tasks, config.train.val_questions,
-                          config.train.heldout_questions, config.seed).heldout
+    heldout = configured_splits(load_preset(config.simulator).tasks, config.train).heldout
     with SimulatorServer(config.simulator.model_copy(update={"port": 0, "latency_scale": 0.0})) as sim:
         client = openai.OpenAI(base_url=sim.base_url, api_key="unused", max_retries=0, timeout=30)
         workers = [model.id for model in client.models.list().data]

@@ -9,7 +9,7 @@ from cluster.train_report import log_line, validation_line
 from cluster.train_state import TrainState
 from conductor.config import LearnerConfig
 from conductor.config_loader import ConfigError, load_config
-from conductor.tasks.splits import TaskSampler, split_tasks, training_sampler
+from conductor.tasks.splits import TaskSampler, configured_splits, split_tasks, training_sampler
 from conductor.tasks.toy import toy_tasks
 from learner.learner_group import accumulation_steps
 
@@ -23,6 +23,14 @@ def test_splits_are_disjoint_and_deterministic():
     assert not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
     with pytest.raises(ValueError, match="cannot give"):
         split_tasks(tasks[:40], val=20, heldout=30, seed=3)
+
+
+def test_runs_over_seeds_share_their_splits_unless_the_split_seed_moves():
+    tasks = toy_tasks(200, seed=0)
+    first, second = (load_config(None, [f"seed={seed}"]) for seed in (0, 3))
+    moved = load_config(None, ["train.split_seed=3"])
+    assert configured_splits(tasks, first.train) == configured_splits(tasks, second.train)
+    assert configured_splits(tasks, moved.train).heldout != configured_splits(tasks, first.train).heldout
 
 
 def test_sampler_resumes_to_the_same_questions_across_epochs():

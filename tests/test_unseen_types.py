@@ -16,7 +16,7 @@ from conductor.prompt_builder import PromptBuilder
 from conductor.simulator.oracle import Oracle
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.unseen import MBPP_EXCLUDED, UNSEEN_SUBJECTS, unseen_accuracy
-from conductor.tasks.splits import split_tasks
+from conductor.tasks.splits import configured_splits
 from conductor.verifiers.verify import verify
 
 # Pinned at c369f48, before the unseen types were added to conductor/simulator/presets.py: the 1,264 seen
@@ -76,7 +76,7 @@ def test_training_and_its_tokenizer_corpus_read_no_unseen_prompt(shared_data):
 
     config = load_config("configs/train-paper7.yaml", [f"simulator.data_dir={shared_data}"])
     train = config.train
-    splits = split_tasks(tasks_for(config), train.val_questions, train.heldout_questions, config.seed)
+    splits = configured_splits(tasks_for(config), train)
     unseen = {t.prompt for t in load_preset(config.simulator).unseen}
     assert len(splits.train) == 664 and unseen
     for split in (splits.train, splits.val, splits.heldout):

@@ -30,7 +30,7 @@ from conductor.config import Config, SimulatorConfig
 from conductor.config_loader import config_from_cli
 from conductor.simulator.oracle import Oracle
 from conductor.simulator.presets import SimPreset, load_preset
-from conductor.tasks.splits import split_tasks
+from conductor.tasks.splits import configured_splits
 from conductor.tasks.task import Task
 
 
@@ -79,7 +79,7 @@ def split_of(config: Config, preset: SimPreset) -> list[Task]:
         return list(preset.unseen)
     if config.evaluate.split == "all":
         return list(preset.tasks)
-    splits = split_tasks(preset.tasks, config.train.val_questions, config.train.heldout_questions, config.seed)
+    splits = configured_splits(preset.tasks, config.train)
     return list(getattr(splits, config.evaluate.split))
 
 

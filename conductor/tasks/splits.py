@@ -15,9 +15,12 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from conductor.tasks.task import Task
+
+if TYPE_CHECKING:
+    from conductor.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,12 @@ def split_tasks(tasks: Sequence[Task], val: int, heldout: int, seed: int) -> Tas
     random.Random(f"splits:{seed}").shuffle(order)
     return TaskSplits(train=tuple(order[val + heldout:]), val=tuple(order[heldout:heldout + val]),
                       heldout=tuple(order[:heldout]))
+
+
+def configured_splits(tasks: Sequence[Task], train: TrainConfig) -> TaskSplits:
+    """The splits a run trains, validates and is evaluated on: ``train.split_seed``, not the run's ``seed``,
+    draws them, so runs over seeds are compared on the same questions."""
+    return split_tasks(tasks, train.val_questions, train.heldout_questions, train.split_seed)
 
 
 class TaskSampler:

@@ -19,13 +19,12 @@ def measured_warm_start(tmp_path: Path, shared_data: Path, run_name: str, overri
     from conductor.run_output import RunOutput
     from conductor.simulator.presets import simulated_pool_config
     from conductor.simulator.server import SimulatorServer
-    from conductor.tasks.splits import split_tasks
+    from conductor.tasks.splits import configured_splits
 
     config = load_config("configs/train-paper7.yaml", [
         f"output.dir={tmp_path}", f"run_name={run_name}", f"simulator.data_dir={shared_data}",
         "simulator.latency_scale=0", "sft.steps=2", "sft.target_only_steps=0", "sft.prompts=6", *overrides])
-    train = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
-                        config.seed).train
+    train = configured_splits(tasks_for(config), config.train).train
     with SimulatorServer(config.simulator.model_copy(update={"port": 0})) as sim:
         config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
         policy = warm_start_policy(config, RunOutput(str(tmp_path), run_name), list(train), Console(quiet=True))

@@ -28,15 +28,14 @@ class ToyRun:
         from conductor.prompt_builder import PromptBuilder
         from conductor.run_output import RunOutput
         from conductor.simulator.presets import load_preset, simulated_pool_config
-        from conductor.tasks.splits import TaskSampler, split_tasks
+        from conductor.tasks.splits import TaskSampler, configured_splits
 
         config = load_config(TOY_CONFIG, overrides)
         preset = load_preset(config.simulator)
         self.config = config = config.model_copy(
             update={"pool": simulated_pool_config(preset, "http://127.0.0.1:1/v1")})
         self.accuracy = {worker.name: worker.accuracy for worker in preset.workers}
-        self.splits = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
-                                  config.seed)
+        self.splits = configured_splits(tasks_for(config), config.train)
         self.rng = random.Random(config.seed)
         # The run's own warm start (tiny policy, prompts, plan lines, SFT), as `cluster.train` makes it.
         path = warm_start_policy(config, RunOutput(str(directory), "toy"), list(self.splits.train), Console(quiet=True))

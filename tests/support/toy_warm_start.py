@@ -21,11 +21,10 @@ def build_toy_warm_start(directory: Path) -> Path:
     from conductor.config_loader import load_config
     from conductor.run_output import RunOutput
     from conductor.simulator.presets import load_preset, simulated_pool_config
-    from conductor.tasks.splits import split_tasks
+    from conductor.tasks.splits import configured_splits
 
     config = load_config(TOY_CONFIG, TOY_WARM_START)
     config = config.model_copy(update={"pool": simulated_pool_config(load_preset(config.simulator),
                                                                       "http://127.0.0.1:1/v1")})
-    train_tasks = split_tasks(tasks_for(config), config.train.val_questions, config.train.heldout_questions,
-                              config.seed).train
+    train_tasks = configured_splits(tasks_for(config), config.train).train
     return Path(warm_start_policy(config, RunOutput(str(directory), "warm"), train_tasks, Console()))
