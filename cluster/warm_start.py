@@ -7,6 +7,7 @@ starts from the same weights."""
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,9 +16,11 @@ from rich.console import Console
 
 from cluster.rollouts import policy_path
 from conductor.config import Config
-from conductor.example_workflows import example_plans
+from conductor.example_workflows import example_plans, example_text
 from conductor.prompt_builder import PromptBuilder
+from conductor.recursive_examples import recursive_prompt_ids
 from conductor.run_output import RunOutput, local_copy
+from conductor.simulator.presets import load_preset
 from conductor.tasks.task import Task
 from conductor.worker_prior import Prior, measure_prior, prior_tasks, roster_weights
 from conductor.workflow_prior import MenuPrior, item_name, measure_menu, roster_menu
@@ -63,6 +66,14 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     menus = None if menu is None else [roster_menu(menu, task.domain, roster.worker_ids)
                                        for task, roster in zip(tasks, rosters)]
     plans = example_plans(config.sft.plan, config.sft.plan_words, [task.prompt for task in tasks])
+    recursive = None
+    if config.sft.recursive_share > 0:
+        rng = random.Random(f"recursive-examples:{config.seed}")
+        previous = [example_text(config.sft.shapes, len(roster), rng, None if weights is None else weights[i],
+                                 None if menus is None else menus[i], plans[i] if plans else "")
+                    for i, roster in enumerate(rosters)]
+        workers = () if config.data.datasets else load_preset(config.simulator).workers
+        recursive = recursive_prompt_ids(builder, tasks, rosters, previous, rng, workers)
     started = time.time()
 
     def progress(step: int, loss: float) -> None:  # a pretrained model's SFT takes minutes: show it moving
@@ -70,7 +81,8 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
             console.print(f"  SFT step {step + 1}: loss {loss:.3f} ({time.time() - started:.0f}s)")
 
     losses = sft_warm_start(model, tokenizer, prompts, len(rosters[0]), config.sft, seed=config.seed,
-                            on_step=progress, worker_weights=weights, menus=menus, plans=plans)
+                            on_step=progress, worker_weights=weights, menus=menus, plans=plans,
+                            recursive_prompts=recursive)
     model.save_pretrained(out.staged("sft"))
     tokenizer.save_pretrained(out.staged("sft"))
     if prior is not None:

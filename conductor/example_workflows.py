@@ -97,6 +97,17 @@ def menu_workflow(menu: Menu, rng: random.Random) -> Workflow:
     return shape_workflow(shape, list(workers))
 
 
+def example_text(shapes: Mapping[str, float], num_workers: int, rng: random.Random,
+                 worker_weights: Optional[Sequence[float]] = None, menu: Optional[Menu] = None,
+                 plan: str = "") -> str:
+    """One example completion of the warm start: ``plan`` (a plan line or nothing), then a workflow from
+    ``menu`` when it has items, else of a shape drawn by ``shapes`` with workers uniform or by
+    ``worker_weights``."""
+    if menu:
+        return plan + menu_workflow(menu, rng).render()
+    return plan + random_workflow(shapes, num_workers, rng, worker_weights).render()
+
+
 def restating_plan(question: str, words: int) -> str:
     """A plan line that restates the question's first ``words`` words (``sft.plan: restate``). It teaches the
     warm start to read the question into its own completion, with no label and no worker preference, so the

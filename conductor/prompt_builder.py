@@ -9,7 +9,7 @@ from typing import Any
 
 from conductor.config import Config
 from conductor.pool import Messages
-from conductor.prompts import FewShotExample, conductor_messages, load_fewshot
+from conductor.prompts import FewShotExample, conductor_messages, load_fewshot, recursive_messages
 from conductor.roster import Roster
 from conductor.tasks.task import Task
 
@@ -36,5 +36,12 @@ class PromptBuilder:
 
     def task_prompt_ids(self, task: Task, roster: Roster) -> list[int]:
         return self.prompt_ids(conductor_messages(task.prompt, roster, self.fewshot,
+                                                  max_steps=self.config.executor.max_steps,
+                                                  show_prices=self.config.prompt.show_prices))
+
+    def recursive_prompt_ids(self, task: Task, roster: Roster, previous_plan: str, final_response: str) -> list[int]:
+        """The recursive round's prompt (conductor/prompts.py), as the episode builds it."""
+        return self.prompt_ids(recursive_messages(task.prompt, roster, self.fewshot, previous_plan=previous_plan,
+                                                  final_response=final_response,
                                                   max_steps=self.config.executor.max_steps,
                                                   show_prices=self.config.prompt.show_prices))

@@ -42,6 +42,12 @@ class SftConfig(Section):
     targets_per_prompt: int = Field(default=1, ge=1, description="> 1: each drawn prompt carries this many "
                                     "example workflows and runs once (learner/shared_prompt.py; target loss only): "
                                     "for a pretrained model's ~1k-token prompt against ~60 target tokens")
+    recursive_share: float = Field(default=0.0, ge=0, le=1, description="the share of examples that answer the "
+                                   "recursive round's prompt (conductor/recursive_examples.py): a root example as "
+                                   "the previous plan, a stand-in final response, then an accept or a workflow")
+    recursive_accept: float = Field(default=0.5, ge=0, le=1, description="of the recursive examples, the share "
+                                    "whose target accepts (three empty lists); the rest write a workflow drawn as "
+                                    "the root's are. Whatever the stand-in's correctness: GRPO learns when")
 
     @model_validator(mode="after")
     def _known_shapes(self) -> SftConfig:

@@ -22,6 +22,10 @@ toy: without it, GRPO's greedy routing stayed on one worker for tens of steps, t
 (reverse and sort end in the same instruction line; the words that differ are behind it), 0.58-0.68 after 100
 steps; with it, 0.98-1.00 (docs/experiments.md, "the toy learns on every seed").
 
+With ``recursive_prompts`` (``sft.recursive_share``, conductor/recursive_examples.py) that share of the
+examples answer the recursive round's prompt of the same question instead: three empty lists (accept) or a
+workflow, drawn as ``sft.recursive_accept`` says, after the same plan line.
+
 ``target_only_steps`` > 0 adds a second phase on the target tokens alone (a fresh optimizer and schedule,
 the same examples' seed): the prompt phase gives the question features, this one the format's
 reliability. Measured on paper-7 (656k-parameter policy): prompt loss alone, 50% of samples parse at
@@ -38,7 +42,8 @@ from typing import Optional
 import torch
 
 from conductor.config import SftConfig
-from conductor.example_workflows import Menu, menu_workflow, random_workflow
+from conductor.example_workflows import Menu, example_text
+from conductor.recursive_examples import ACCEPT
 from learner.lr_schedule import lr_factor
 from learner.shared_prompt import collate_shared, shared_prompt_logprobs
 from learner.train_batch import TrainSequence
@@ -53,20 +58,25 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
                    settings: SftConfig, seed: int = 0,
                    on_step: Optional[Callable[[int, float], None]] = None,
                    worker_weights: Optional[Sequence[Sequence[float]]] = None,
-                   menus: Optional[Sequence[Menu]] = None, plans: Optional[Sequence[str]] = None) -> list[float]:
+                   menus: Optional[Sequence[Menu]] = None, plans: Optional[Sequence[str]] = None,
+                   recursive_prompts: Optional[Sequence[list[int]]] = None) -> list[float]:
     """Train ``model`` in place on (prompt ids, random workflow + end-of-turn) pairs; returns the losses of
     both phases. ``settings`` is the config's ``sft`` section (``prompts`` is the caller's business).
     ``worker_weights``, one row per prompt, draws that prompt's example workers (conductor/worker_prior.py)
     instead of uniformly; ``menus``, one per prompt, draws its whole example workflows
     (conductor/workflow_prior.py) instead of shapes and workers (an empty menu, a roster that shows none of
     its workers: the shapes and uniform workers). ``plans``, one per prompt, is written before each of that
-    prompt's example workflows (``sft.plan``)."""
-    for name, rows in (("rows of worker weights", worker_weights), ("menus", menus), ("plans", plans)):
+    prompt's example workflows (``sft.plan``). ``recursive_prompts``, one per prompt, is that question's
+    recursive-round prompt, drawn for ``sft.recursive_share`` of the examples."""
+    for name, rows in (("rows of worker weights", worker_weights), ("menus", menus), ("plans", plans),
+                       ("recursive prompts", recursive_prompts)):
         if rows is not None and len(rows) != len(prompts):
             raise ValueError(f"{len(rows)} {name} for {len(prompts)} prompts")
     if worker_weights is not None and menus is not None:
         raise ValueError("worker weights and menus are two ways to draw the examples: give one")
-    examples = _Examples(prompts, worker_weights, menus, num_workers, settings, plans)
+    if settings.recursive_share > 0 and recursive_prompts is None:
+        raise ValueError("sft.recursive_share > 0 needs the recursive-round prompts")
+    examples = _Examples(prompts, worker_weights, menus, num_workers, settings, plans, recursive_prompts)
     losses = _phase(model, tokenizer, examples, settings, settings.steps, settings.prompt_loss, seed, on_step)
     if settings.target_only_steps:
         losses += _phase(model, tokenizer, examples, settings, settings.target_only_steps, False, seed, on_step)
@@ -78,21 +88,29 @@ class _Examples:
 
     def __init__(self, prompts: Sequence[list[int]], worker_weights: Optional[Sequence[Sequence[float]]],
                  menus: Optional[Sequence[Menu]], num_workers: int, settings: SftConfig,
-                 plans: Optional[Sequence[str]] = None):
+                 plans: Optional[Sequence[str]] = None, recursive_prompts: Optional[Sequence[list[int]]] = None):
         self.prompts, self.worker_weights, self.menus, self.plans = prompts, worker_weights, menus, plans
-        self.num_workers, self.settings = num_workers, settings
+        self.num_workers, self.settings, self.recursive_prompts = num_workers, settings, recursive_prompts
 
     def prompt(self, rng: random.Random) -> int:
         return rng.randrange(len(self.prompts))  # the same draw as rng.choice(prompts)
 
-    def target(self, index: int, tokenizer, rng: random.Random, end: int) -> list[int]:
-        if self.menus is not None and self.menus[index]:
-            text = menu_workflow(self.menus[index], rng).render()
+    def asks_recursive(self, rng: random.Random) -> bool:
+        """Whether this example answers the recursive round (drawn only when some do, so the root-only
+        stream of draws stays as it was)."""
+        return self.settings.recursive_share > 0 and rng.random() < self.settings.recursive_share
+
+    def prompt_ids(self, index: int, recursive: bool) -> list[int]:
+        return list((self.recursive_prompts if recursive else self.prompts)[index])
+
+    def target(self, index: int, tokenizer, rng: random.Random, end: int, recursive: bool = False) -> list[int]:
+        plan = self.plans[index] if self.plans is not None else ""
+        if recursive and rng.random() < self.settings.recursive_accept:
+            text = plan + ACCEPT
         else:
-            weights = self.worker_weights[index] if self.worker_weights is not None else None
-            text = random_workflow(self.settings.shapes, self.num_workers, rng, weights).render()
-        if self.plans is not None:
-            text = self.plans[index] + text
+            text = example_text(self.settings.shapes, self.num_workers, rng,
+                                self.worker_weights[index] if self.worker_weights is not None else None,
+                                self.menus[index] if self.menus is not None else None, plan)
         return tokenizer(text, add_special_tokens=False)["input_ids"] + [end]
 
 
@@ -129,10 +147,10 @@ def _shared_prompt_loss(model: torch.nn.Module, tokenizer, examples: _Examples, 
     """Mean cross-entropy of the target tokens, each drawn prompt run once for its k targets."""
     sequences = []
     for _ in range(settings.batch_size // settings.targets_per_prompt):
-        index = examples.prompt(rng)
-        prompt = tuple(examples.prompts[index])
+        index, recursive = examples.prompt(rng), examples.asks_recursive(rng)
+        prompt = tuple(examples.prompt_ids(index, recursive))
         for _ in range(settings.targets_per_prompt):
-            target = tuple(examples.target(index, tokenizer, rng, end))
+            target = tuple(examples.target(index, tokenizer, rng, end, recursive))
             sequences.append(TrainSequence(prompt, target, (0.0,) * len(target), 0.0))
     batch = collate_shared(sequences, pad)
     logprobs = shared_prompt_logprobs(model, batch)
@@ -144,8 +162,8 @@ def _loss(model: torch.nn.Module, tokenizer, examples: _Examples, settings: SftC
     """Next-token cross-entropy over prompt + target (or the target alone) of ``batch_size`` drawn pairs."""
     rows = []
     for _ in range(settings.batch_size):
-        index = examples.prompt(rng)
-        rows.append((list(examples.prompts[index]), examples.target(index, tokenizer, rng, end)))
+        index, recursive = examples.prompt(rng), examples.asks_recursive(rng)
+        rows.append((examples.prompt_ids(index, recursive), examples.target(index, tokenizer, rng, end, recursive)))
     width = max(len(p) + len(t) for p, t in rows)
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
