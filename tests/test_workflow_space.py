@@ -105,6 +105,9 @@ def test_small_cases_by_hand():
     # two equal wrong answers outvote a right one; two different ones do not
     assert success(three, C)[_type((0, 0, 1, 0), (0, 0, 1, 2))] == pytest.approx(0.0)
     assert success(three, C)[_type((0, 0, 1, 0), (0, 1, 2, 3))] == pytest.approx(C.aggregate_follow)
+    kept = (S, Node("check", (0,)), S, Node("reconcile", (0, 1, 2)))
+    # a checker that cannot solve lets the wrong answer stand, so it is counted twice against one right one
+    assert success(kept, C)[_type((0, 0, 1, 0), (0, 1, 2, 3))] == pytest.approx(0.0)
     own = (S, Node("check", (0,)))
     for bit in (0, 1):  # checking your own answer changes nothing
         assert success(own, C)[_type((bit, bit), (0, 0))] == bit
@@ -148,6 +151,10 @@ def test_the_rules_agree_with_the_oracle_on_every_item_toy(toy):
     workflows += [(shape, [rng.choice(workers) for _ in shape]) for shape in rng.sample(shapes(4), 6)]
     for domain in ("arithmetic", "reverse"):
         _agrees_with_the_oracle(oracle, workers, [t for t in preset.tasks if t.domain == domain][:60], workflows)
+    # every four-step shape that reconciles, where which wrong answers coincide decides the answer
+    reconciling = [(shape, [rng.choice(workers) for _ in shape]) for shape in shapes(4)
+                   if any(node.role == "reconcile" for node in shape)]
+    _agrees_with_the_oracle(oracle, workers, [t for t in preset.tasks if t.domain == "sort"][:30], reconciling)
 
 
 def test_the_rules_agree_with_the_oracle_on_every_item_paper7(paper7):
