@@ -186,13 +186,14 @@ def render_winners(winners: Sequence[Winner], split: str,
                    written: dict[str, tuple[str, np.ndarray]] | None = None) -> str:
     """The winners' table; with ``written`` (domain -> (its workflows, P(right) per item of the split)), how
     much each winner adds to them."""
-    head = (f"| domain | chosen on | workflow | steps | worker tokens | train | {split} | gain ({split} s.e.) "
-            "| within one s.e. (<= 2 steps) |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    both = split != "train"  # a train column beside the split's
+    head = (f"| domain | chosen on | workflow | steps | worker tokens |{' train |' if both else ''} {split} | "
+            f"gain ({split} s.e.) | within one s.e. where chosen (<= 2 steps) |")
+    lines = [head, "|---" * (9 if both else 8) + "|"]
     for w in winners:
-        train = f"{100 * w.accuracy['train']:.2f}" if "train" in w.accuracy else "-"
+        train = f" {100 * w.accuracy['train']:.2f} |" if both and "train" in w.accuracy else " - |" if both else ""
         lines.append(f"| {w.domain} | {w.chosen_on} | {describe(w.workflow.shape, w.workflow.workers)} | "
-                     f"{w.workflow.steps} | {w.tokens:,.0f} | {train} | {100 * w.accuracy[split]:.2f} (one run "
+                     f"{w.workflow.steps} | {w.tokens:,.0f} |{train} {100 * w.accuracy[split]:.2f} (one run "
                      f"{100 * w.realised:.2f}) | {w.gain_se:+.2f} | {sum(w.near.values()):,} "
                      f"({w.near[1] + w.near.get(2, 0):,}) |")
     if written:
