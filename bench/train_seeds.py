@@ -6,9 +6,9 @@ Each seed is the full `make train` job (`configs/train-toy.yaml`: SFT warm start
 steps, evaluation) in a subprocess with its own Ray cluster, one after another, in a scratch directory
 with no earlier runs (no warm start to reuse). Run it from a fresh clone to see what a new user sees;
 the install (`make venv`) is not in these times. Reported per seed and as mean ± s.d.: held-out accuracy,
-the per-domain table (each domain's best worker on the same held-out questions: on the toy, perfect routing,
-which differs from seed to seed with the split), the best single worker and the margin over it, GRPO steps/s
-and wall minutes.
+the per-domain table (each domain's best worker on the same held-out questions: on the toy, perfect routing;
+the seeds share one split, `train.split_seed`, so it is the same for all), the best single worker and the
+margin over it, GRPO steps/s and wall minutes.
 """
 
 from __future__ import annotations
