@@ -10,6 +10,7 @@ from transformers import AutoTokenizer
 
 from conductor.config import SftConfig
 from conductor.config_loader import load_config
+from conductor.example_workflows import random_workflow
 from conductor.prompt_builder import PromptBuilder
 from conductor.prompts import recursive_messages
 from conductor.recursive_examples import ACCEPT, recursive_prompt_ids, stand_in_response
@@ -75,6 +76,10 @@ def test_recursive_examples_accept_or_write_a_workflow_after_the_recursive_promp
 
 
 def test_without_a_recursive_share_the_examples_are_drawn_as_before(tokenizer):
+    """The draws before recursive examples existed: a prompt, then a workflow, nothing in between."""
     settings = SftConfig(shapes={"solve": 1.0, "verify": 1.0})
-    assert examples_of(tokenizer, settings, None) == examples_of(tokenizer, settings, [[2, n] for n in range(4)])
-    assert not any(asked for _, _, asked in examples_of(tokenizer, settings, None))
+    rng, before = random.Random(5), []
+    for _ in range(200):
+        index = rng.randrange(4)
+        before.append(([1, index], random_workflow(settings.shapes, 3, rng).render(), False))
+    assert examples_of(tokenizer, settings, [[2, n] for n in range(4)]) == before
