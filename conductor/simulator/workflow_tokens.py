@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from conductor.example_workflows import AGGREGATE, PLAN, SOLVE, SOLVE_WITH_PLAN, VERIFY
 from conductor.executor import WorkflowExecutor
 from conductor.simulator.oracle import Oracle
 from conductor.simulator.render import key_idea, own_value, render_answer, render_plan, uniform
@@ -29,18 +30,15 @@ from conductor.workflow import Step, Workflow
 
 # the words each role is asked in (conductor/example_workflows.py's first), and others with the same meaning:
 # a step that repeats another's worker, role and view is worded differently, so that it draws on its own
-WORDS = {"solve": ("Solve the question. Give the final answer.", "Answer the question. Give the final answer.",
-                   "Work out the question. Give the final answer."),
-         "plan": ("Outline an approach. Do not solve.", "Sketch a strategy. Do not solve.",
-                  "Outline a strategy. Do not solve."),
-         "plan_solve": ("Solve the question with the plan above.", "Answer the question with the plan above.",
+_SOLVE_AGAIN = ("Answer the question. Give the final answer.", "Work out the question. Give the final answer.")
+WORDS = {"solve": (SOLVE, *_SOLVE_AGAIN),
+         "plan": (PLAN, "Sketch a strategy. Do not solve.", "Outline a strategy. Do not solve."),
+         "plan_solve": (SOLVE_WITH_PLAN, "Answer the question with the plan above.",
                         "Work out the question with the plan above."),
-         "check": ("Check the answer above and fix any error.", "Verify the answer above and correct any mistakes.",
+         "check": (VERIFY, "Verify the answer above and correct any mistakes.",
                    "Review the answer above and fix any error.", "Double-check the answer above."),
-         "see_solve": ("Solve the question. Give the final answer.", "Answer the question. Give the final answer.",
-                       "Work out the question. Give the final answer."),
-         "reconcile": ("Reconcile the answers above.", "Synthesize the answers above.",
-                       "Choose the best of the answers above.")}
+         "see_solve": (SOLVE, *_SOLVE_AGAIN),
+         "reconcile": (AGGREGATE, "Synthesize the answers above.", "Choose the best of the answers above.")}
 _LEAD = {"check": "verify", "reconcile": "aggregate"}  # the role name a reply is rendered with
 
 
