@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conductor.tasks.formats import mmlu_tasks
+from conductor.tasks.formats import preset_tasks
 from conductor.verifiers.multiple_choice import LETTERS, extract_letter, verify_choice
 
 TEN = "ABCDEFGHIJ"
@@ -259,7 +259,7 @@ def test_long_adversarial_responses_stay_fast():
 def test_mmlu_stem_rows_verify_under_a_seeded_shuffle(shared_data):
     """Real MMLU-STEM rows (read in place), options shuffled with a recorded seed, answered in every phrasing."""
     rows = [json.loads(line) for line in (shared_data / "mmlu_stem.jsonl").read_text().splitlines() if line.strip()]
-    tasks = mmlu_tasks(rows, seed=11)
+    tasks = preset_tasks(rows, "mmlu", seed=11)
     phrasings = sorted(PHRASINGS)
     rng = random.Random(11)
     for index, (task, row) in enumerate(zip(tasks, rows)):

@@ -10,7 +10,8 @@ import pytest
 from conductor.config import VerifierConfig
 from conductor.simulator.render import own_value
 from conductor.simulator.unseen import MBPP_EXCLUDED
-from conductor.tasks.formats import decode_lcb_tests, humaneval_tasks, livecodebench_tasks, mbpp_tasks
+from conductor.tasks.formats import preset_tasks
+from conductor.tasks.transforms import decode_lcb_tests
 from conductor.verifiers.code_tests import extract_code, outputs_match
 from conductor.verifiers.verify import verify
 
@@ -27,7 +28,7 @@ def rejected(tasks, responses, verdicts) -> list[str]:
 @pytest.fixture(scope="module")
 def humaneval(shared_data):
     rows = [json.loads(line) for line in gzip.open(shared_data / "humaneval.jsonl.gz", "rt")]
-    return rows, humaneval_tasks(rows)
+    return rows, preset_tasks(rows, "humaneval")
 
 
 def drop_last_body_line(solution: str) -> str:
@@ -60,7 +61,7 @@ def test_humaneval_body_only_completion_and_early_exit_cheat(humaneval):
 @pytest.fixture(scope="module")
 def mbpp(shared_data):
     rows = json.loads((shared_data / "mbpp_sanitized.json").read_text())
-    return rows, mbpp_tasks(rows)
+    return rows, preset_tasks(rows, "mbpp")
 
 
 def block(code: str) -> str:
@@ -141,7 +142,7 @@ class Solution:
 
 
 def test_livecodebench_stdin_tests_public_and_private():
-    task = livecodebench_tasks([STDIN_ROW])[0]
+    task = preset_tasks([STDIN_ROW], "livecodebench")[0]
     assert task.verifier == "lcb_stdin" and len(task.meta["tests"]) == 2
     assert verify(task, "```python\na, b = map(int, input().split())\nprint(a + b)\n```", SETTINGS).correct
     wrong = verify(task, "```python\na, b = map(int, input().split())\nprint(a + b if a < 5 else 0)\n```", SETTINGS)
@@ -149,7 +150,7 @@ def test_livecodebench_stdin_tests_public_and_private():
 
 
 def test_livecodebench_functional_tests():
-    task = livecodebench_tasks([FUNCTIONAL_ROW])[0]
+    task = preset_tasks([FUNCTIONAL_ROW], "livecodebench")[0]
     assert task.verifier == "lcb_functional" and task.meta["func_name"] == "twoSum"
     assert verify(task, TWO_SUM, SETTINGS).correct
     assert not verify(task, TWO_SUM.replace("return [seen[target - x], i]", "return [i, i]"), SETTINGS).correct

@@ -9,7 +9,7 @@ import s3fs
 
 from conductor.config import DatasetSpec
 from conductor.tasks import load_tasks, read_rows
-from conductor.tasks.formats import RowFormatError, gpqa_tasks
+from conductor.tasks.formats import RowFormatError, preset_tasks
 from conductor.verifiers.verify import verify
 
 EXPECTED = {"math500": ("math500.jsonl", 500, "math"), "gsm8k": ("gsm8k.jsonl", 1319, "number"),
@@ -65,8 +65,10 @@ def test_parquet_and_gzip_and_bad_lines(tmp_path, shared_data):
 
 
 def test_missing_field_is_a_clear_error():
-    with pytest.raises(RowFormatError, match=r"Correct Answer.*it has \[.question.\]"):
-        gpqa_tasks([{"question": "lowercase layout"}])
+    with pytest.raises(RowFormatError, match=r"row 1: field 'Question': missing \(the row has \[.question.\]\)"):
+        preset_tasks([{"question": "lowercase layout"}], "gpqa")
+    with pytest.raises(RowFormatError, match=r"row 1: field 'Correct Answer': missing"):
+        preset_tasks([{"Question": "Which gas?"}], "gpqa")
 
 
 def test_s3_path_through_a_real_s3_server(s3_server, shared_data):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from conductor.config import PoolConfig, ProviderSpec, SimulatorConfig, WorkerSpec
 from conductor.simulator.unseen import UNSEEN_ERROR_CORRELATION, UNSEEN_SUBJECTS, unseen_accuracy, unseen_tasks
-from conductor.tasks.formats import humaneval_tasks, math_tasks, mmlu_tasks
+from conductor.tasks.formats import preset_tasks
 from conductor.tasks.loader import read_rows
 from conductor.tasks.task import Task
 from conductor.tasks.toy import toy_tasks
@@ -88,10 +88,10 @@ def paper7_tasks(data_dir: str, mmlu_items: int, seed: int) -> tuple[Task, ...]:
     """The first ``mmlu_items`` MMLU rows outside the unseen subjects (ids keep their row index); for
     ``mmlu_items`` <= 1,333 that filter is a no-op, as every unseen subject lies further down the file."""
     root = Path(data_dir)
-    mmlu = [t for t in mmlu_tasks(read_rows(str(root / "mmlu_stem.jsonl")), seed=seed)
+    mmlu = [t for t in preset_tasks(read_rows(str(root / "mmlu_stem.jsonl")), "mmlu", seed)
             if t.meta["subject"] not in UNSEEN_SUBJECTS][:mmlu_items]
-    return tuple(math_tasks(read_rows(str(root / "math500.jsonl")), "math500", seed)
-                 + mmlu + humaneval_tasks(read_rows(str(root / "humaneval.jsonl.gz"))))
+    return tuple(preset_tasks(read_rows(str(root / "math500.jsonl")), "math500", seed)
+                 + mmlu + preset_tasks(read_rows(str(root / "humaneval.jsonl.gz")), "humaneval", seed))
 
 
 def load_preset(config: SimulatorConfig) -> SimPreset:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conductor.evaluation.paper_reference import TABLE2
-from conductor.tasks.formats import math_tasks, mbpp_tasks, mmlu_tasks
+from conductor.tasks.formats import preset_tasks
 from conductor.tasks.loader import read_rows
 from conductor.tasks.task import Task
 
@@ -65,6 +65,7 @@ def physchem_rows(rows: list[dict]) -> list[dict]:
 def unseen_tasks(data_dir: str, seed: int) -> tuple[Task, ...]:
     root = Path(data_dir)
     mbpp = [row for row in read_rows(str(root / "mbpp_sanitized.json")) if row["task_id"] not in MBPP_EXCLUDED]
-    return tuple(math_tasks(read_rows(str(root / "aime24.jsonl")), "aime", seed)
-                 + mmlu_tasks(physchem_rows(read_rows(str(root / "mmlu_stem.jsonl"))), seed, domain="physchem")
-                 + mbpp_tasks(mbpp))
+    return tuple(preset_tasks(read_rows(str(root / "aime24.jsonl")), "aime", seed)
+                 + preset_tasks(physchem_rows(read_rows(str(root / "mmlu_stem.jsonl"))), "mmlu", seed,
+                                domain="physchem")
+                 + preset_tasks(mbpp, "mbpp", seed))

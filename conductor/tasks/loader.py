@@ -1,5 +1,5 @@
 """Read dataset files (JSONL, JSONL.gz, JSON, Parquet, CSV) from a local path or any fsspec URL such as
-``s3://bucket/key``, and turn them into Tasks with the layout named in the config."""
+``s3://bucket/key``, and turn them into Tasks through the field map of the format the config names."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import fsspec
 import pyarrow.parquet as pq
 
 from conductor.config import DatasetSpec
-from conductor.tasks.formats import FORMATS, Row
+from conductor.tasks.field_map import Row, tasks_from_rows
+from conductor.tasks.formats import PRESETS
 from conductor.tasks.task import Task
 
 
@@ -43,7 +44,8 @@ def read_rows(path: str, storage_options: dict[str, Any] | None = None) -> list[
 
 
 def load_tasks(spec: DatasetSpec, storage_options: dict[str, Any] | None = None) -> list[Task]:
-    tasks = FORMATS[spec.format](read_rows(spec.path, storage_options), seed=spec.shuffle_seed)
+    rows = read_rows(spec.path, storage_options)
+    tasks = tasks_from_rows(rows, PRESETS[spec.format], spec.shuffle_seed, spec.path)
     if spec.shuffle_seed:
         random.Random(spec.shuffle_seed).shuffle(tasks)
     return tasks[: spec.limit] if spec.limit else tasks

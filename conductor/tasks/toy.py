@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import random
 
-from conductor.tasks.formats import NUMBER_INSTRUCTION
+from conductor.tasks.instructions import NUMBER_INSTRUCTION, TEXT_INSTRUCTION
 from conductor.tasks.task import Task
 
 TOY_DOMAINS = ("arithmetic", "reverse", "sort")
-TEXT_INSTRUCTION = "End the response with 'Answer: ' followed by the answer."
 CONSONANTS, VOWELS = "bcdfghklmnprstvz", "aeiou"
 MAX_ATTEMPTS_PER_ITEM = 1000
 
