@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import Field, model_validator
 
 from conductor.config_section import Section
+from conductor.dataset_config import DatasetSpec as DatasetSpec
 from conductor.rewards import RewardConfig as RewardConfig
 from conductor.serve_config import ServeConfig
 from conductor.sft_config import SftConfig as SftConfig
@@ -105,13 +106,6 @@ class PromptConfig(Section):
     fewshot_file: Optional[str] = Field(default=None, description="JSON list of examples; None = packaged set")
     num_fewshot: int = Field(default=4, ge=0, le=32)
     show_prices: bool = True
-
-
-class DatasetSpec(Section):
-    format: Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "mbpp", "gpqa", "livecodebench"]
-    path: str = Field(min_length=1, description="local path or s3://bucket/key (fsspec)")
-    limit: Optional[int] = Field(default=None, ge=1)
-    shuffle_seed: int = 0
 
 
 class DataConfig(Section):

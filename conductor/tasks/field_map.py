@@ -116,7 +116,7 @@ def required(row: Row, columns: Sequence[str]) -> Any:
 
 def _absence(row: Row, columns: Sequence[str]) -> str:
     if any(column in row for column in columns):
-        return "empty"
+        return "empty or null"
     return f"missing (the row has {sorted(row)})"
 
 

@@ -1,5 +1,6 @@
 """Read dataset files (JSONL, JSONL.gz, JSON, Parquet, CSV) from a local path or any fsspec URL such as
-``s3://bucket/key``, and turn them into Tasks through the field map of the format the config names."""
+``s3://bucket/key``, and turn them into Tasks through the entry's field map: a built-in preset named by
+``format``, or the map the entry spells out."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import gzip
 import io
 import json
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 import pyarrow.parquet as pq
 
-from conductor.config import DatasetSpec
-from conductor.tasks.field_map import Row, tasks_from_rows
+from conductor.tasks.field_map import FieldMap, Row, tasks_from_rows
 from conductor.tasks.formats import PRESETS
 from conductor.tasks.task import Task
+
+if TYPE_CHECKING:  # conductor.config imports the tasks package (VerifierKind) while it loads
+    from conductor.dataset_config import DatasetSpec
 
 
 def read_rows(path: str, storage_options: dict[str, Any] | None = None) -> list[Row]:
@@ -43,9 +46,24 @@ def read_rows(path: str, storage_options: dict[str, Any] | None = None) -> list[
     return rows
 
 
+def spec_field_map(spec: DatasetSpec) -> FieldMap:
+    """The entry's field map: its preset, or the one its keys spell out (checked at config load)."""
+    if spec.format is not None:
+        return PRESETS[spec.format]
+    fields = spec.fields
+
+    def columns(value: str | list[str] | None) -> tuple[str, ...]:
+        return () if value is None else (value,) if isinstance(value, str) else tuple(value)
+
+    return FieldMap(spec.verifier, question=columns(fields and fields.question), template=spec.template,
+                    answer=columns(fields and fields.answer), id=columns(fields and fields.id),
+                    domain=columns(fields and fields.domain), domain_value=spec.domain, id_prefix=spec.id_prefix,
+                    instruction=spec.instruction,
+                    meta=tuple((key, tuple(cols)) for key, cols in spec.meta_columns().items()))
+
+
 def load_tasks(spec: DatasetSpec, storage_options: dict[str, Any] | None = None) -> list[Task]:
-    rows = read_rows(spec.path, storage_options)
-    tasks = tasks_from_rows(rows, PRESETS[spec.format], spec.shuffle_seed, spec.path)
+    tasks = tasks_from_rows(read_rows(spec.path, storage_options), spec_field_map(spec), spec.shuffle_seed, spec.path)
     if spec.shuffle_seed:
         random.Random(spec.shuffle_seed).shuffle(tasks)
     return tasks[: spec.limit] if spec.limit else tasks

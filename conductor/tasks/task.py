@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 VerifierKind = Literal["math", "choice", "number", "text", "exact", "humaneval", "mbpp", "lcb_stdin", "lcb_functional"]
+# What each verifier reads besides the response: the reference answer, and these meta keys.
+REFERENCE_VERIFIERS = frozenset({"math", "choice", "number", "text", "exact"})
+VERIFIER_META: dict[str, tuple[str, ...]] = {
+    "choice": ("num_options",), "humaneval": ("prompt", "test", "entry_point"), "mbpp": ("tests", "test_imports"),
+    "lcb_stdin": ("tests",), "lcb_functional": ("tests", "func_name", "starter_code")}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,82 @@
+"""The ``data.datasets`` entries: a built-in format by name, or a field map of one's own over any JSONL,
+JSON, Parquet or CSV file. Both become the same thing, a field map (conductor/tasks/field_map.py), so
+everything a map can get wrong is refused here, at config load, with the setting's name."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import Field, model_validator
+
+from conductor.config_section import Section
+from conductor.tasks.field_map import template_fields
+from conductor.tasks.task import REFERENCE_VERIFIERS, VERIFIER_META, VerifierKind
+
+PresetName = Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "mbpp", "gpqa", "livecodebench"]
+Column = Annotated[str, Field(min_length=1)]
+Columns = Union[Column, Annotated[list[Column], Field(min_length=1)]]  # a list: the first column with a value
+FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "instruction", "meta")
+
+
+class DatasetFields(Section):
+    """Which column holds each part of a task."""
+
+    question: Optional[Columns] = Field(default=None, description="the question (or give `template`)")
+    answer: Optional[Columns] = Field(default=None, description="the reference answer (code verifiers need none)")
+    id: Optional[Columns] = Field(default=None, description="None: the 0-based row index; ids must be unique")
+    domain: Optional[Columns] = Field(default=None, description="the domain per row (or give `domain`, a constant)")
+
+
+class DatasetSpec(Section):
+    """A file and how to read it: ``format`` names a built-in preset; otherwise ``fields``/``template``,
+    ``domain`` and ``verifier`` make a field map of its own."""
+
+    path: str = Field(min_length=1, description="local path or s3://bucket/key (fsspec); .jsonl[.gz], .json, "
+                      ".parquet or .csv")
+    limit: Optional[int] = Field(default=None, ge=1)
+    shuffle_seed: int = 0
+    format: Optional[PresetName] = Field(default=None, description="a built-in preset; no field-map keys with it")
+    fields: Optional[DatasetFields] = None
+    template: Optional[str] = Field(default=None, description="the question as a str.format template over "
+                                    "columns, e.g. '{title}\\n\\n{body}' (in place of fields.question)")
+    domain: Optional[str] = Field(default=None, min_length=1, description="a constant domain (or fields.domain)")
+    id_prefix: Optional[str] = Field(default=None, description="put before each id; None: '{domain}/'")
+    verifier: Optional[VerifierKind] = Field(default=None, description="how an answer is scored")
+    instruction: Optional[str] = Field(default=None, description="appended to each prompt; None: the "
+                                       "verifier's own (conductor/tasks/instructions.py), '': none")
+    meta: Union[list[Column], dict[Column, Columns]] = Field(
+        default_factory=list, description="columns passed into Task.meta as they are: a list keeps their "
+        "names, a mapping renames them ({meta key: column})")
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> DatasetSpec:
+        given = [key for key in FIELD_MAP_KEYS if key in self.model_fields_set]
+        if self.format is not None:
+            if given:
+                raise ValueError(f"format {self.format} is a built-in field map; give it or {', '.join(given)} "
+                                 "(a field map of your own), not both")
+            return self
+        fields = self.fields or DatasetFields()
+        if fields.question is None and self.template is None:
+            raise ValueError("give format (a built-in: math500, gsm8k, aime, mmlu, humaneval, mbpp, gpqa, "
+                             "livecodebench) or a field map: fields.question or template, domain, verifier")
+        if fields.question is not None and self.template is not None:
+            raise ValueError("fields.question and template both give the question; keep one")
+        if self.template is not None:
+            template_fields(self.template)
+        if (fields.domain is None) == (self.domain is None):
+            raise ValueError("give the domain as fields.domain (a column) or domain (a constant), exactly one")
+        if self.verifier is None:
+            raise ValueError("verifier is required with a field map (math, choice, number, text, exact, "
+                             "humaneval, mbpp, lcb_stdin, lcb_functional)")
+        if self.verifier in REFERENCE_VERIFIERS and fields.answer is None:
+            raise ValueError(f"fields.answer is required: verifier {self.verifier} scores against a reference")
+        missing = [key for key in VERIFIER_META.get(self.verifier, ()) if key not in self.meta_columns()]
+        if missing:
+            raise ValueError(f"meta lacks {', '.join(missing)}, which verifier {self.verifier} reads")
+        return self
+
+    def meta_columns(self) -> dict[str, list[str]]:
+        """{Task.meta key: columns tried in order}."""
+        items = {name: name for name in self.meta}.items() if isinstance(self.meta, list) else self.meta.items()
+        return {key: [columns] if isinstance(columns, str) else list(columns) for key, columns in items}
