@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from conductor.tasks.formats import gsm8k_tasks, mmlu_tasks
+from conductor.tasks.formats import preset_tasks
 from conductor.verifiers.gsm8k import extract_number, gold_number, verify_number
 from conductor.verifiers.math_answer import extract_boxed, normalise_latex, verify_math
 from conductor.verifiers.multiple_choice import extract_letter, shuffle_options, verify_choice
@@ -96,9 +96,9 @@ def test_letter_extraction_rejects_out_of_range_and_articles():
 
 def test_option_shuffle_is_seeded_and_recorded(shared_data):
     rows = jsonl(shared_data / "mmlu_stem.jsonl")[:200]
-    first, again = mmlu_tasks(rows, seed=7), mmlu_tasks(rows, seed=7)
+    first, again = preset_tasks(rows, "mmlu", seed=7), preset_tasks(rows, "mmlu", seed=7)
     assert [t.prompt for t in first] == [t.prompt for t in again]
-    assert [t.answer for t in first] != [t.answer for t in mmlu_tasks(rows, seed=8)]
+    assert [t.answer for t in first] != [t.answer for t in preset_tasks(rows, "mmlu", seed=8)]
     for task, row in zip(first, rows):
         permutation = task.meta["permutation"]
         gold_position = "ABCDEFGHIJ".index(task.answer)
@@ -120,5 +120,5 @@ def test_text_match_normalises():
 
 
 def test_gsm8k_task_prompt_carries_format_instruction(shared_data):
-    task = gsm8k_tasks(jsonl(shared_data / "gsm8k.jsonl")[:1])[0]
+    task = preset_tasks(jsonl(shared_data / "gsm8k.jsonl")[:1], "gsm8k")[0]
     assert "#### N" in task.prompt and task.answer == "18"
