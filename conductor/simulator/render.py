@@ -18,19 +18,15 @@ from typing import Optional
 
 from conductor.simulator.presets import SimWorker
 from conductor.tasks.task import Task
-from conductor.verifiers.answer_key import CODE_KINDS
+from conductor.verifiers import registry
 from conductor.verifiers.gsm8k import to_decimal
-from conductor.verifiers.multiple_choice import LETTERS
 
 CHARS_PER_TOKEN = 4
-DISTRACTOR_SHARE = 0.5  # of wrong multiple-choice answers, the share on the item's one attractive distractor
 _KEY_IDEA = re.compile(r"Key idea: (idea-[0-9a-f]{12})")
 _FILLER = ("Restating what is given and what is asked.", "Checking each intermediate result before moving on.",
            "Considering the edge cases the question allows.", "Comparing the result against a quick estimate.")
 _LEADS = {"verify": "I checked the earlier answer step by step.",
           "aggregate": "Comparing the earlier answers and their reasoning."}
-_SOLVE_LEADS = {"math": "Working through it step by step.", "number": "Working through it step by step.",
-                "choice": "Weighing each option in turn."}
 
 
 def uniform(*parts: object) -> float:
@@ -50,39 +46,23 @@ def plan_is_right(seed: int, task: Task, text: str) -> Optional[bool]:
 
 
 def own_value(task: Task, correct: bool, draw: float) -> str:
-    """The answer a worker states when it works alone: gold, or its own plausible wrong one."""
-    kind, gold = task.verifier, task.answer
+    """The answer a worker states when it works alone: gold, or its own plausible wrong one (the kind's own
+    rule where its registry entry has one: a near option, broken code)."""
+    value = registry.get(task.verifier).simulated.value
+    if value is not None:
+        return value(task, correct, draw)
     if correct:
-        return task.meta["prompt"] + gold if kind == "humaneval" else gold
-    approach = int(draw * 3) + 1
-    if kind == "humaneval":  # the last line dropped: every such variant fails (tests/test_code_verifiers.py)
-        lines = gold.rstrip().split("\n")
-        return task.meta["prompt"] + "\n".join(lines[:-1]) + f"\n    # approach {approach}\n"
-    if kind == "mbpp":  # a dropped last line passes 8 items' asserts (None for False); a misnamed function none
-        name = re.escape(task.meta["entry_point"])
-        return re.sub(rf"^(\s*)def\s+{name}\s*\(", rf"\g<1>def {task.meta['entry_point']}_v{approach}(", gold,
-                      count=1, flags=re.MULTILINE)
-    if kind == "choice":  # wrong answers share an item's attractive distractor, as real models' do
-        others = [LETTERS[i] for i in range(task.meta["num_options"]) if LETTERS[i] != gold]
-        distractor = _pick(others, uniform("distractor", task.id))
-        if draw < DISTRACTOR_SHARE:
-            return distractor
-        return _pick(others, (draw - DISTRACTOR_SHARE) / (1 - DISTRACTOR_SHARE))
-    return _pick(list(task.meta.get("wrong_answers") or _generic_wrong(task)), draw)
+        return task.answer
+    return pick(list(task.meta.get("wrong_answers") or _generic_wrong(task)), draw)
 
 
 def render_answer(task: Task, value: str, worker: SimWorker, role: str, draw: float) -> str:
-    kind = task.verifier
-    lead = _LEADS.get(role) or _SOLVE_LEADS.get(kind, "")
+    """Working padded to the worker's length, then the value worded as the kind's registry entry says."""
+    simulated = registry.get(task.verifier).simulated
+    lead = _LEADS.get(role) or simulated.lead
     head = lead + _padding(worker.answer_tokens, draw)
     head = f"{head}\n" if head else ""
-    if kind in CODE_KINDS:
-        return f"{head}Here is the implementation.\n\n```python\n{value}```"
-    if kind == "number":
-        return f"{head}#### {value}"
-    if kind == "math":
-        return f"{head}\nThe final answer is $\\boxed{{{value}}}$."
-    return f"{head}Answer: {value}"
+    return head + simulated.render(value)
 
 
 def render_plan(task: Task, idea: str, worker: SimWorker, draw: float) -> str:
@@ -102,7 +82,7 @@ def _padding(tokens: int, draw: float) -> str:
     return "".join(lines)
 
 
-def _pick(options: list[str], draw: float) -> str:
+def pick(options: list[str], draw: float) -> str:
     return options[int(draw * len(options)) % len(options)]
 
 
