@@ -10,7 +10,8 @@ from pydantic import Field, model_validator
 
 from conductor.config_section import Section
 from conductor.tasks.field_map import template_fields
-from conductor.tasks.task import REFERENCE_VERIFIERS, VERIFIER_META, VerifierKind
+from conductor.verifiers import registry
+from conductor.verifiers.registry import VerifierKind
 
 PresetName = Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "mbpp", "gpqa", "livecodebench"]
 Column = Annotated[str, Field(min_length=1)]
@@ -41,9 +42,10 @@ class DatasetSpec(Section):
                                     "columns, e.g. '{title}\\n\\n{body}' (in place of fields.question)")
     domain: Optional[str] = Field(default=None, min_length=1, description="a constant domain (or fields.domain)")
     id_prefix: Optional[str] = Field(default=None, description="put before each id; None: '{domain}/'")
-    verifier: Optional[VerifierKind] = Field(default=None, description="how an answer is scored")
+    verifier: Optional[VerifierKind] = Field(default=None, description="how an answer is scored: a name in "
+                                             "the verifier registry (conductor/verifiers/registry.py)")
     instruction: Optional[str] = Field(default=None, description="appended to each prompt; None: the "
-                                       "verifier's own (conductor/tasks/instructions.py), '': none")
+                                       "verifier's own (its registry entry's), '': none")
     meta: Union[list[Column], dict[Column, Columns]] = Field(
         default_factory=list, description="columns passed into Task.meta as they are: a list keeps their "
         "names, a mapping renames them ({meta key: column})")
@@ -67,11 +69,11 @@ class DatasetSpec(Section):
         if (fields.domain is None) == (self.domain is None):
             raise ValueError("give the domain as fields.domain (a column) or domain (a constant), exactly one")
         if self.verifier is None:
-            raise ValueError("verifier is required with a field map (math, choice, number, text, exact, "
-                             "humaneval, mbpp, lcb_stdin, lcb_functional)")
-        if self.verifier in REFERENCE_VERIFIERS and fields.answer is None:
+            raise ValueError(f"verifier is required with a field map ({', '.join(registry.names())})")
+        verifier = registry.get(self.verifier)
+        if verifier.reference and fields.answer is None:
             raise ValueError(f"fields.answer is required: verifier {self.verifier} scores against a reference")
-        missing = [key for key in VERIFIER_META.get(self.verifier, ()) if key not in self.meta_columns()]
+        missing = [key for key in verifier.meta if key not in self.meta_columns()]
         if missing:
             raise ValueError(f"meta lacks {', '.join(missing)}, which verifier {self.verifier} reads")
         return self

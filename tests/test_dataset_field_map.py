@@ -16,7 +16,6 @@ from conductor.dataset_config import PresetName
 from conductor.tasks import load_tasks
 from conductor.tasks.field_map import RowFormatError
 from conductor.tasks.formats import PRESETS
-from conductor.tasks.instructions import TEXT_INSTRUCTION
 from conductor.verifiers.verify import verify
 
 
@@ -53,7 +52,8 @@ def test_jsonl_with_a_template_a_domain_column_and_meta(tmp_path):
                                      "meta": ["priority", "title"]})
     tasks = load_tasks(spec)
     assert [t.id for t in tasks] == ["web/7", "mobile/9"] and [t.domain for t in tasks] == ["web", "mobile"]
-    assert tasks[0].prompt == f"Login fails\n\nAfter the update I cannot log in.\n\n{TEXT_INSTRUCTION}"
+    assert tasks[0].prompt == ("Login fails\n\nAfter the update I cannot log in.\n\n"
+                               "End the response with 'Answer: ' followed by the answer.")  # the verifier's own
     assert tasks[0].answer == "auth" and tasks[0].verifier == "exact"
     assert tasks[1].meta == {"priority": "low", "title": "Slow page"}
     assert verify(tasks[0], "Answer: auth").correct and not verify(tasks[0], "Answer: billing").correct
@@ -132,8 +132,11 @@ def test_bad_rows_fail_at_load_naming_file_row_and_field(tmp_path, rows, entry, 
      r"format mmlu is a built-in field map; give it or fields, verifier"),
     ({"format": "trivia"}, r"data\.datasets\.0\.format: Input should be 'math500'"),
     ({"fields": {"question": "q", "answer": "a"}, "domain": "d", "verifier": "fuzzy"},
-     r"data\.datasets\.0\.verifier: Input should be 'math', 'choice'"),
-    ({"fields": {"question": "q", "answer": "a"}, "domain": "d"}, r"verifier is required with a field map"),
+     r"data\.datasets\.0\.verifier: .*'fuzzy' is not a verifier; known: math, choice, number, text, exact, "
+     r"humaneval, mbpp, lcb_stdin, lcb_functional"),
+    ({"fields": {"question": "q", "answer": "a"}, "domain": "d"},
+     r"verifier is required with a field map \(math, choice, number, text, exact, humaneval, mbpp, lcb_stdin, "
+     r"lcb_functional\)"),
     ({"fields": {"question": "q", "answer": "a"}, "template": "{q}", "domain": "d", "verifier": "text"},
      r"fields\.question and template both give the question"),
     ({"fields": {"question": "q", "answer": "a"}, "verifier": "text"}, r"fields\.domain \(a column\) or domain"),

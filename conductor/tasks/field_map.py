@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from conductor.tasks.instructions import DEFAULT_INSTRUCTIONS
 from conductor.tasks.task import Task, VerifierKind
+from conductor.verifiers import registry
 from conductor.verifiers.multiple_choice import LETTERS
 
 Row = dict[str, Any]
@@ -51,7 +51,7 @@ Transform = Callable[[Draft, Row, int], None]  # (draft, raw row, shuffle seed):
 @dataclass(frozen=True)
 class FieldMap:
     """Where each part of a task comes from. ``id`` () means the 0-based row index; ``id_prefix`` None means
-    "{domain}/"; ``instruction`` None means the verifier's own (conductor/tasks/instructions.py), "" none.
+    "{domain}/"; ``instruction`` None means the verifier's own (its registry entry's), "" none.
     ``optional`` lists "id", "answer" or meta keys a row may lack (the index, "" or None stand in)."""
 
     verifier: VerifierKind
@@ -170,7 +170,7 @@ def _check_choice(draft: Draft, fields: FieldMap) -> None:
 
 def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source: str = "<rows>") -> list[Task]:
     """Map every row, in order; RowFormatError at the first row that lacks a field or repeats an id."""
-    instruction = DEFAULT_INSTRUCTIONS.get(fields.verifier, "") if fields.instruction is None else fields.instruction
+    instruction = registry.get(fields.verifier).instruction if fields.instruction is None else fields.instruction
     tasks, first_row = [], {}
     for index, row in enumerate(rows):
         where = f"{source}: row {index + 1}"

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import random
 
-from conductor.tasks.instructions import NUMBER_INSTRUCTION, TEXT_INSTRUCTION
 from conductor.tasks.task import Task
+from conductor.verifiers import registry
 
 TOY_DOMAINS = ("arithmetic", "reverse", "sort")
 CONSONANTS, VOWELS = "bcdfghklmnprstvz", "aeiou"
@@ -25,12 +25,16 @@ def _pseudo_word(rng: random.Random) -> str:
     return "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(rng.randint(2, 4)))
 
 
+def _prompt(question: str, verifier: str) -> str:
+    return f"{question}\n\n{registry.get(verifier).instruction}"
+
+
 def _arithmetic(rng: random.Random, index: int) -> Task:
     a, b, c = rng.randint(11, 99), rng.randint(2, 9), rng.randint(1, 99)
     op = rng.choice(["+", "-"])
     value = a * b + c if op == "+" else a * b - c
     wrong = sorted({value + d for d in (-10, -1, 1, 10, b)} - {value})
-    return Task(f"toy/arithmetic/{index}", "arithmetic", f"Compute {a} * {b} {op} {c}.\n\n{NUMBER_INSTRUCTION}",
+    return Task(f"toy/arithmetic/{index}", "arithmetic", _prompt(f"Compute {a} * {b} {op} {c}.", "number"),
                 str(value), "number", {"wrong_answers": [str(w) for w in wrong]})
 
 
@@ -40,7 +44,7 @@ def _reverse(rng: random.Random, index: int) -> Task:
     swapped = gold[1] + gold[0] + gold[2:]
     wrong = sorted({swapped, word, gold[:-1]} - {gold})
     return Task(f"toy/reverse/{index}", "reverse",
-                f"Reverse the letters of the word '{word}'.\n\n{TEXT_INSTRUCTION}", gold, "text",
+                _prompt(f"Reverse the letters of the word '{word}'.", "text"), gold, "text",
                 {"wrong_answers": wrong})
 
 
@@ -53,7 +57,7 @@ def _sort(rng: random.Random, index: int) -> Task:
     candidates = {", ".join(map(str, near)), ", ".join(map(str, numbers)), ", ".join(map(str, ordered[::-1]))}
     wrong = sorted(candidates - {gold})
     return Task(f"toy/sort/{index}", "sort",
-                f"Sort in ascending order: {', '.join(map(str, numbers))}.\n\n{TEXT_INSTRUCTION}", gold, "text",
+                _prompt(f"Sort in ascending order: {', '.join(map(str, numbers))}.", "text"), gold, "text",
                 {"wrong_answers": wrong})
 
 
