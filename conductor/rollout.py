@@ -3,8 +3,8 @@
 For each task: build the Conductor prompt (conductor/prompt_builder.py), ask the generator for G samples
 of the same prompt ids, then for
 every sample run the episode (parse, execute against the pool, a recursive round for a configured
-share of samples), verify the answer off the event loop, score it and build the record. Per-rollout time
-is split into generation (the batch's time, shared equally), worker calls and verification.
+share of samples), score it (conductor/episode_score.py: verified off the event loop) and build the record.
+Per-rollout time is split into generation (the batch's time, shared equally), worker calls and verification.
 
 Ids: given a ``batch_id``, group i is ``{batch_id}-q{i}`` and its sample j ``{batch_id}-q{i}-s{j}``, so a
 request issued again (its actor died) produces the same ids and the replay store keeps it once.
@@ -21,16 +21,14 @@ from typing import Any, Optional, Protocol
 
 from conductor.config import Config
 from conductor.episode import EpisodeResult, EpisodeRunner
+from conductor.episode_score import EpisodeScore, EpisodeScorer
 from conductor.executor import WorkflowExecutor
 from conductor.pool import Messages, WorkerPoolClient
 from conductor.prompt_builder import PromptBuilder
-from conductor.rewards import reward
 from conductor.rollout_record import RolloutRecord, step_row
 from conductor.roster import Roster
 from conductor.tasks.task import Task
 from conductor.trace import RoundTrace
-from conductor.verifiers.verdict import Verdict
-from conductor.verifiers.verify import verify
 from conductor.workflow_constraint import workflow_regex
 
 
@@ -98,6 +96,7 @@ class RolloutRunner:
                                     parallel=config.executor.parallel_steps)
         self.episodes = EpisodeRunner(executor, self.prompts.fewshot, max_steps=config.executor.max_steps,
                                       show_prices=config.prompt.show_prices)
+        self.scorer = EpisodeScorer(config.verifier, config.reward)
         self.limit = asyncio.Semaphore(config.rollout.max_concurrent_episodes)
         self.sampling = SamplingSettings(config.rollout.temperature, config.rollout.top_p,
                                          config.rollout.max_new_tokens)
@@ -151,7 +150,8 @@ class RolloutRunner:
             episode = EpisodeResult(rounds=[RoundTrace(round=0, conductor_text="", infra_error=(
                 f"conductor prompt of {len(sample.prompt_token_ids)} tokens leaves no room under "
                 "engine.max_model_len"))])
-            return self._record(task, sample, rollout_id, group_id, episode, Verdict(False), generation_s, 0.0, 0.0)
+            score = await self.scorer.score(task, episode)  # unverified: an infrastructure error
+            return self._record(task, sample, rollout_id, group_id, episode, score, generation_s, 0.0)
         turns: list[Sample] = []
         async with self.limit:
             started = time.perf_counter()
@@ -161,36 +161,26 @@ class RolloutRunner:
                                               else None,
                                               root_truncated=truncated)
             workers_s = time.perf_counter() - started
-            started = time.perf_counter()
-            verdict = Verdict(False)
-            if episode.format_ok and episode.infra_error is None and episode.answer:
-                verdict = await asyncio.to_thread(verify, task, episode.answer, self.config.verifier)
-            verify_s = time.perf_counter() - started
-        return self._record(task, sample, rollout_id, group_id, episode, verdict, generation_s, workers_s, verify_s,
-                            turns)
+            score = await self.scorer.score(task, episode)
+        return self._record(task, sample, rollout_id, group_id, episode, score, generation_s, workers_s, turns)
 
     def _record(self, task: Task, sample: Sample, rollout_id: str, group_id: str, episode: EpisodeResult,
-                verdict: Verdict, generation_s: float, workers_s: float, verify_s: float,
+                score: EpisodeScore, generation_s: float, workers_s: float,
                 turns: Optional[list[Sample]] = None) -> RolloutRecord:
-        """A verifier that could not judge (e.g. a sandbox refused for missing isolation) makes the
-        rollout an infrastructure error, like a failed worker call: unscored, never a wrong answer."""
+        """The record of a scored episode: an infrastructure error (a failed worker call, or a verifier that
+        could not judge) is unscored, ``reward`` None and ``correct`` False, never a wrong answer."""
         root = episode.rounds[0]
         first_error = next((r.parse_error for r in episode.rounds if r.parse_error), None)
-        infra_error = episode.infra_error or (f"verifier: {verdict.infra_error}" if verdict.infra_error else None)
-        correct = verdict.correct and infra_error is None
         return RolloutRecord(
             rollout_id=rollout_id, group_id=group_id, question_id=task.id, domain=task.domain,
             policy_version=sample.policy_version, prompt_token_ids=sample.prompt_token_ids,
             completion_token_ids=sample.token_ids, completion_logprobs=sample.logprobs, completion_text=sample.text,
-            format_ok=episode.format_ok, correct=correct,
-            reward=reward(format_ok=episode.format_ok, correct=correct, cost_usd=episode.cost_usd,
-                          worker_tokens=episode.worker_tokens, infra_error=infra_error is not None,
-                          settings=self.config.reward),
+            format_ok=score.format_ok, correct=score.correct, reward=score.reward,
             workflow=root.workflow.render() if root.workflow else None,
             parse_error=first_error.value if first_error else None,
             steps=[step_row(s) for s in episode.steps], recursion_rounds=len(episode.rounds) - 1,
             recursive_turns=[{"prompt_token_ids": t.prompt_token_ids, "completion_token_ids": t.token_ids,
                               "completion_logprobs": t.logprobs, "policy_version": t.policy_version}
                              for t in turns or ()],
-            answer=episode.answer, infra_error=infra_error, cost_usd=episode.cost_usd,
-            generation_s=generation_s, workers_s=workers_s, verify_s=verify_s)
+            answer=episode.answer, infra_error=score.infra_error, cost_usd=score.cost_usd,
+            generation_s=generation_s, workers_s=workers_s, verify_s=score.verify_s)

@@ -1,0 +1,140 @@
+"""One place scores an episode: its answer verified, then correct, wrong, or an infrastructure error, with
+the training reward, the worker tokens and the dollars it spent.
+
+Training (conductor/rollout.py), evaluation (conductor/evaluation/harness.py, its routers' tables), the
+demo and the benchmarks all score here, so an infrastructure error means one thing everywhere: a worker
+call that failed, a Conductor prompt with no room left, or a verifier that could not judge (a sandbox that
+refused to run for missing isolation, or failed to start). It is unscored (no reward, never a wrong
+answer), counted, and out of accuracy's denominator.
+
+An episode reaches the verifier only when it has an answer, parsed in every round and met no
+infrastructure error; anything else that is not an infrastructure error is wrong (a format error gets
+``reward.format_error``; conductor/rewards.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+from conductor.config import VerifierConfig
+from conductor.rewards import RewardConfig, reward
+from conductor.tasks.task import Task
+from conductor.verifiers.verdict import Verdict
+from conductor.verifiers.verify import verify
+
+VERIFIER_ERROR = "verifier: "  # prefixes the reason of an infrastructure error the verifier reported
+
+
+class Status(enum.Enum):
+    CORRECT = "correct"
+    WRONG = "wrong"
+    INFRA_ERROR = "infra_error"
+
+
+class Episode(Protocol):
+    """What scoring reads of an episode: training's EpisodeResult (conductor/episode.py) and evaluation's
+    Attempt (conductor/evaluation/outcome.py) both have it. ``format_ok``: the answer stands as the
+    episode's own (no workflow that failed to parse where it counts)."""
+
+    @property
+    def answer(self) -> Optional[str]: ...
+
+    @property
+    def format_ok(self) -> bool: ...
+
+    @property
+    def infra_error(self) -> Optional[str]: ...
+
+    @property
+    def cost_usd(self) -> float: ...
+
+    @property
+    def worker_tokens(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class EpisodeScore:
+    status: Status
+    reward: Optional[float]  # None exactly for an infrastructure error: nothing to train on
+    format_ok: bool
+    worker_tokens: int
+    cost_usd: float
+    infra_error: Optional[str] = None  # why it is unscored
+    verdict: Optional[Verdict] = None  # None: the answer never reached the verifier
+    verify_s: float = 0.0
+
+    @property
+    def correct(self) -> bool:
+        return self.status is Status.CORRECT
+
+    @property
+    def scored(self) -> bool:
+        return self.status is not Status.INFRA_ERROR
+
+    @property
+    def judged(self) -> Optional[bool]:
+        """Right or wrong for accuracy; None for an infrastructure error (out of the denominator)."""
+        return self.correct if self.scored else None
+
+
+def reaches_verifier(episode: Episode) -> bool:
+    return episode.infra_error is None and episode.format_ok and bool(episode.answer)
+
+
+def score_of(episode: Episode, verdict: Optional[Verdict], rewards: Optional[RewardConfig] = None,
+             verify_s: float = 0.0) -> EpisodeScore:
+    """The score given the verdict on the episode's answer (ignored unless it reached the verifier)."""
+    if not reaches_verifier(episode):
+        verdict = None
+    infra_error = episode.infra_error or (VERIFIER_ERROR + verdict.infra_error
+                                          if verdict is not None and verdict.infra_error else None)
+    correct = infra_error is None and verdict is not None and verdict.correct
+    status = Status.INFRA_ERROR if infra_error else Status.CORRECT if correct else Status.WRONG
+    value = reward(format_ok=episode.format_ok, correct=correct, cost_usd=episode.cost_usd,
+                   worker_tokens=episode.worker_tokens, infra_error=infra_error is not None, settings=rewards)
+    return EpisodeScore(status, value, episode.format_ok, episode.worker_tokens, episode.cost_usd, infra_error,
+                        verdict, verify_s)
+
+
+class EpisodeScorer:
+    """Scores episodes, verifying off the event loop (code runs in the sandbox for seconds) on ``threads``
+    (None: the loop's default executor). With ``cache``, one verdict per (question, answer) for this
+    scorer's life, since many attempts give the same answer; its futures belong to one event loop."""
+
+    def __init__(self, verifier: Optional[VerifierConfig] = None, rewards: Optional[RewardConfig] = None, *,
+                 threads: Optional[Executor] = None, cache: bool = False):
+        self.verifier = verifier or VerifierConfig()
+        self.rewards = rewards or RewardConfig()
+        self.threads = threads
+        self._verdicts: Optional[dict[tuple[str, str], asyncio.Future]] = {} if cache else None
+
+    async def score(self, task: Task, episode: Episode) -> EpisodeScore:
+        if not reaches_verifier(episode):
+            return score_of(episode, None, self.rewards)
+        started = time.perf_counter()
+        verdict = await self._verdict(task, episode.answer or "")
+        return score_of(episode, verdict, self.rewards, time.perf_counter() - started)
+
+    def score_now(self, task: Task, episode: Episode) -> EpisodeScore:
+        """The same, verified on this thread (no event loop: the demo)."""
+        if not reaches_verifier(episode):
+            return score_of(episode, None, self.rewards)
+        started = time.perf_counter()
+        verdict = verify(task, episode.answer or "", self.verifier)
+        return score_of(episode, verdict, self.rewards, time.perf_counter() - started)
+
+    async def _verdict(self, task: Task, answer: str) -> Verdict:
+        loop = asyncio.get_running_loop()
+        if self._verdicts is None:
+            return await loop.run_in_executor(self.threads, verify, task, answer, self.verifier)
+        key = (task.id, answer)
+        future = self._verdicts.get(key)
+        if future is None:
+            future = loop.run_in_executor(self.threads, verify, task, answer, self.verifier)
+            self._verdicts[key] = future
+        return await future
