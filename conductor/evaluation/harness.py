@@ -1,4 +1,5 @@
-"""Runs methods over questions and repeats: each attempt timed, its answer verified, one ``Outcome`` kept.
+"""Runs methods over questions and repeats: each attempt timed, scored as training scores an episode
+(conductor/episode_score.py), one ``Outcome`` kept.
 
 Attempts run concurrently up to ``concurrency`` (the pool's own limits still apply underneath). Verifying
 is synchronous (code runs in the sandbox), so it runs in a thread pool, off the event loop; a verdict is
@@ -19,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from conductor.config import VerifierConfig
+from conductor.episode_score import EpisodeScorer
 from conductor.evaluation.method import Method
 from conductor.evaluation.outcome import Outcome, outcome_of
 from conductor.tasks.task import Task
-from conductor.verifiers.verify import verify
 
 VERIFY_THREADS = 2
 
@@ -31,25 +32,22 @@ class Harness:
     def __init__(self, verifier: Optional[VerifierConfig] = None, concurrency: int = 32):
         self.verifier = verifier or VerifierConfig()
         self.concurrency = concurrency
-        self._verdicts: dict[tuple[str, str], asyncio.Future] = {}
 
     async def run(self, methods: Sequence[Method], tasks: Sequence[Task], repeats: int = 1,
                   on_done: Optional[Callable[[Outcome], None]] = None,
                   on_prepare: Optional[Callable[[str], None]] = None) -> list[Outcome]:
         """Outcomes in (method, task, repeat) order, whatever order the attempts finished in."""
-        self._verdicts = {}  # futures belong to this run's event loop
         gate = asyncio.Semaphore(self.concurrency)
         threads = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify")
+        scorer = EpisodeScorer(self.verifier, threads=threads, cache=True)  # its futures: this run's event loop
 
         async def one(method: Method, task: Task, repeat: int) -> Outcome:
             async with gate:
                 started = time.perf_counter()
                 attempt = await method.attempt(task, repeat)
                 latency = attempt.latency_s if attempt.latency_s is not None else time.perf_counter() - started
-            correct = None
-            if not attempt.infra_error:
-                correct = await self._verdict(task, attempt.answer or "", threads)
-            outcome = outcome_of(method.name, task.id, task.domain, repeat, attempt, correct, latency)
+            score = await scorer.score(task, attempt)
+            outcome = outcome_of(method.name, task.id, task.domain, repeat, attempt, score, latency)
             if on_done is not None:
                 on_done(outcome)
             return outcome
@@ -64,12 +62,3 @@ class Harness:
             return list(await asyncio.gather(*(one(m, t, r) for m in methods for t in tasks for r in range(repeats))))
         finally:
             threads.shutdown(wait=True)
-
-    async def _verdict(self, task: Task, answer: str, threads: ThreadPoolExecutor) -> bool:
-        key = (task.id, answer)
-        future = self._verdicts.get(key)
-        if future is None:
-            loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(threads, lambda: verify(task, answer, self.verifier).correct)
-            self._verdicts[key] = future
-        return await future

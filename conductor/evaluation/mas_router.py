@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from conductor.episode_score import EpisodeScorer
 from conductor.evaluation.fixed_methods import run_workflow
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
 from conductor.example_workflows import SHAPES, shape_steps, shape_workflow
 from conductor.tasks.task import Task
-from conductor.verifiers.verify import verify
 
 COST_WEIGHT, ENTROPY_WEIGHT, BASELINE_DECAY = 0.02, 0.01, 0.9
 EPOCHS, BATCH, LEARNING_RATE, WIDTH = 3, 32, 3e-3, 64
@@ -114,11 +114,11 @@ class MasRouter:
         """(correct, dollars, calls), or None for an infrastructure error (not a training signal)."""
         async with limit:
             attempt = await run_workflow(self.context, shape_workflow(SHAPES[mode], workers), task)
-        if attempt.infra_error:
+        score = await EpisodeScorer(self.context.verifier).score(task, attempt)
+        if not score.scored:
             return None
-        verdict = await asyncio.to_thread(verify, task, attempt.answer or "", self.context.verifier)
         ran = [s for s in attempt.steps if s.response is not None]
-        return float(verdict.correct), sum(s.cost_usd for s in ran), len(ran)
+        return float(score.correct), sum(s.cost_usd for s in ran), len(ran)
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
         mode, workers = self._plans[task.id]

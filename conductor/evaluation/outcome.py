@@ -1,5 +1,7 @@
 """The evaluation's contracts: what a method returns for one question (``Attempt``), and the row the
-harness keeps for it once the answer is verified (``Outcome``: one Parquet row, one entry of the report).
+harness keeps for it once it is scored (``Outcome``: one Parquet row, one entry of the report). An attempt
+is scored as training scores an episode (conductor/episode_score.py): an infrastructure error, a worker's
+or the verifier's, is ``correct=None`` with its reason in ``error``, never a wrong answer.
 
 Every method reaches workers through the same executor and pool, so calls, tokens, dollars and latency
 are counted the same way for all of them: from the step traces.
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from conductor.episode_score import EpisodeScore
 from conductor.trace import StepTrace
 
 RECURSIVE_TURN = "recursive_turn:"  # prefixes a parse error of a recursive turn, whose root answer stands
@@ -26,6 +29,25 @@ class Attempt:
     fallback: bool = False  # the answer came from a fallback, not from the method's own plan
     accepted: bool = False  # a recursive turn accepted the previous round's answer (three empty lists)
     latency_s: Optional[float] = None  # set by methods whose calls ran in prepare(): the question's own time
+
+    @classmethod
+    def alone(cls, step: StepTrace) -> Attempt:
+        """One step's own answer, as if its worker had been asked alone (the routers' tables)."""
+        return cls(answer=step.response, steps=[step],
+                   infra_error=None if step.response is not None else step.error or "no response")
+
+    @property
+    def format_ok(self) -> bool:
+        """The answer stands as the method's own: a recursive turn that failed to parse leaves it standing."""
+        return self.parse_error is None or self.parse_error.startswith(RECURSIVE_TURN)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(s.cost_usd for s in self.steps)
+
+    @property
+    def worker_tokens(self) -> int:
+        return sum(s.tokens_in + s.tokens_out for s in self.steps)
 
 
 @dataclass(frozen=True)
@@ -60,19 +82,19 @@ class Outcome:
         return row
 
 
-def outcome_of(method: str, task_id: str, domain: str, repeat: int, attempt: Attempt, correct: Optional[bool],
+def outcome_of(method: str, task_id: str, domain: str, repeat: int, attempt: Attempt, score: EpisodeScore,
                latency_s: float) -> Outcome:
     ran = [s for s in attempt.steps if s.response is not None]
     failed = [s for s in attempt.steps if s.response is None and s.error and not s.error.startswith("not run")]
     return Outcome(
         method=method, task_id=task_id, domain=domain, repeat=repeat,
-        correct=None if attempt.infra_error else correct,
+        correct=score.judged,
         worker_calls=len(ran) + len(failed), worker_prompt_tokens=sum(s.tokens_in for s in ran),
         worker_completion_tokens=sum(s.tokens_out for s in ran), conductor_tokens=attempt.conductor_tokens,
         usd=sum(s.cost_usd for s in ran), latency_s=latency_s, steps=len(attempt.steps), rounds=attempt.rounds,
         workers=tuple(s.worker_id for s in attempt.steps),
         access=tuple(_access_text(s.access) for s in attempt.steps),
-        parse_error=attempt.parse_error, fallback=attempt.fallback, error=attempt.infra_error,
+        parse_error=attempt.parse_error, fallback=attempt.fallback, error=score.infra_error,
         accepted=attempt.accepted)
 
 

@@ -2,8 +2,9 @@
 
 RouterDC-style and RLlib routers are trained on the train split (``evaluate.split`` names the disjoint
 split they are scored on). One workflow of independent steps, one per worker, runs per training question
-(so each question costs one call per worker); the verdicts and dollars become a questions x workers table,
-with the questions' MiniLM embeddings. Collected once per evaluation and shared by every router.
+(so each question costs one call per worker); each worker's answer is scored as if it had been asked alone
+(conductor/episode_score.py), and the verdicts and dollars become a questions x workers table, with the
+questions' MiniLM embeddings. Collected once per evaluation and shared by every router.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from conductor.config import VerifierConfig
+from conductor.episode_score import EpisodeScorer
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.tasks.task import Task
-from conductor.verifiers.verify import verify
 
 
 @dataclass(frozen=True)
 class RoutingTable:
     task_ids: tuple[str, ...]
     embeddings: np.ndarray  # questions x 384, unit rows
-    correct: np.ndarray  # questions x workers, 1.0 / 0.0; NaN where the call failed (infrastructure)
+    correct: np.ndarray  # questions x workers, 1.0 / 0.0; NaN: an infrastructure error (call or verifier)
     usd: np.ndarray  # questions x workers
 
     def __len__(self) -> int:
@@ -36,18 +37,18 @@ async def collect_routing_table(tasks: Sequence[Task], roster: Roster, executor:
                                 verifier: VerifierConfig, limit: asyncio.Semaphore) -> RoutingTable:
     from conductor.evaluation.embeddings import embed
     from conductor.evaluation.fixed_methods import every_worker_alone
+    from conductor.evaluation.outcome import Attempt
 
     if not tasks:
         raise ValueError("the routers need training questions: evaluate on split 'heldout' or 'val'")
     everyone = every_worker_alone(len(roster))
+    scorer = EpisodeScorer(verifier)
 
     async def row(task: Task) -> tuple[list[float], list[float]]:
         async with limit:
             result = await executor.execute(everyone, task.prompt, roster)
-        verdicts = await asyncio.gather(*(asyncio.to_thread(verify, task, step.response or "", verifier)
-                                          for step in result.steps))
-        correct = [float(v.correct) if step.response is not None else float("nan")
-                   for step, v in zip(result.steps, verdicts)]
+        scores = await asyncio.gather(*(scorer.score(task, Attempt.alone(step)) for step in result.steps))
+        correct = [float(s.correct) if s.scored else float("nan") for s in scores]
         return correct, [step.cost_usd for step in result.steps]
 
     rows = await asyncio.gather(*(row(task) for task in tasks))
