@@ -16,16 +16,14 @@ from typing import Any
 from cluster.rollouts import tasks_for
 from conductor.config import Config
 from conductor.episode import EpisodeRunner
+from conductor.episode_score import EpisodeScore, EpisodeScorer
 from conductor.executor import WorkflowExecutor
 from conductor.local_pool import LocalPool
 from conductor.prompts import conductor_messages, load_fewshot
-from conductor.rewards import reward
 from conductor.roster import Roster
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks.splits import TaskSampler, configured_splits
-from conductor.verifiers.verdict import Verdict
-from conductor.verifiers.verify import verify
 from learner.lr_schedule import lr_factor
 
 SCRATCH = Path(__file__).resolve().parents[1] / ".scratch"
@@ -40,7 +38,8 @@ def splits_of(config: Config):
 
 class Scorer:
     """The episode for one completion, as ``RolloutRunner`` runs it: parse, execute against the simulated
-    pool over HTTP, verify, reward. Episodes run concurrently on an event loop of this object's own."""
+    pool over HTTP, then scored as training scores it (conductor/episode_score.py). Episodes run
+    concurrently on an event loop of this object's own."""
 
     def __init__(self, config: Config):
         if config.pool.workers or config.pool.subset_size or config.rollout.recursive_fraction:
@@ -49,6 +48,7 @@ class Scorer:
         pool = simulated_pool_config(self.sim.state.preset, self.sim.base_url)
         self.config = config.model_copy(update={"pool": pool})
         self.roster = Roster.full(self.config.pool.workers)
+        self.scorer = EpisodeScorer(self.config.verifier, self.config.reward)
         self.fewshot = load_fewshot(config.prompt.fewshot_file, config.prompt.num_fewshot, config.executor.max_steps)
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
@@ -68,20 +68,13 @@ class Scorer:
         return conductor_messages(task.prompt, self.roster, self.fewshot, max_steps=self.config.executor.max_steps,
                                   show_prices=self.config.prompt.show_prices)
 
-    async def _one(self, task, text: str, truncated: bool) -> dict[str, Any]:
+    async def _one(self, task, text: str, truncated: bool) -> EpisodeScore:
         async with self.limit:
             episode = await self.episodes.run(task.prompt, self.roster, text, root_truncated=truncated
                                               and self.config.rollout.truncation_is_format_error)
-            verdict = Verdict(False)
-            if episode.format_ok and episode.infra_error is None and episode.answer:
-                verdict = await asyncio.to_thread(verify, task, episode.answer, self.config.verifier)
-        infra = episode.infra_error is not None or verdict.infra_error is not None
-        correct = verdict.correct and not infra
-        return {"reward": reward(format_ok=episode.format_ok, correct=correct, cost_usd=episode.cost_usd,
-                                 worker_tokens=episode.worker_tokens, infra_error=infra, settings=self.config.reward),
-                "correct": correct, "infra": infra}
+            return await self.scorer.score(task, episode)
 
-    def score(self, items: list[tuple[Any, str, bool]]) -> list[dict[str, Any]]:
+    def score(self, items: list[tuple[Any, str, bool]]) -> list[EpisodeScore]:
         started = time.perf_counter()
 
         async def everything():
@@ -121,8 +114,8 @@ def greedy_accuracy(model, tokenizer, tasks, scorer: Scorer, max_new_tokens: int
             items.append((task, tokenizer.decode(row, skip_special_tokens=True), not ended))
         results += scorer.score(items)
     model.train(was_training)
-    scored = [r for r in results if not r["infra"]]
-    return sum(r["correct"] for r in scored) / max(1, len(scored))
+    scored = [r for r in results if r.scored]
+    return sum(r.correct for r in scored) / max(1, len(scored))
 
 
 def run_trl(args: argparse.Namespace, config: Config, policy: str, backend: str) -> dict[str, Any]:
@@ -156,7 +149,7 @@ def run_trl(args: argparse.Namespace, config: Config, policy: str, backend: str)
         items = [(tasks[tid], completion[0]["content"], eos not in ids)
                  for tid, completion, ids in zip(task_id, completions, completion_ids)]
         results = scorer.score(items)
-        rewards = [r["reward"] for r in results]
+        rewards = [r.reward for r in results]
         scored = [r for r in rewards if r is not None]
         steps.append({"samples": len(rewards), "reward": sum(scored) / max(1, len(scored)),
                       "questions": len(set(task_id))})

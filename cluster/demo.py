@@ -16,14 +16,13 @@ from rich.table import Table
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.episode import EpisodeRunner
+from conductor.episode_score import EpisodeScorer
 from conductor.executor import WorkflowExecutor
 from conductor.pool import Messages
 from conductor.prompts import conductor_messages, load_fewshot
-from conductor.rewards import reward
 from conductor.roster import Roster
 from conductor.scripted_pool import ScriptedPool
 from conductor.tasks import Task, load_tasks
-from conductor.verifiers.verify import verify
 
 FALLBACK_TASK = Task("demo/0", "gsm8k", "Tom has 3 boxes of 12 pencils and gives away 7. How many are left?\n\n"
                      "End the response with '#### N', where N is the final number.", "29", "number")
@@ -80,13 +79,12 @@ async def run_demo(config: Config, console: Console) -> float | None:
                               f"{step.tokens_in}/{step.tokens_out}", f"{step.latency_s:.2f}s",
                               f"{step.cost_usd:.6f}", (step.response or step.error or "")[:70])
             console.print(table)
-    verdict = verify(task, episode.answer or "", config.verifier)
-    score = reward(format_ok=episode.format_ok, correct=verdict.correct, cost_usd=episode.cost_usd,
-                   worker_tokens=episode.worker_tokens, infra_error=episode.infra_error is not None, settings=config.reward)
+    score = EpisodeScorer(config.verifier, config.reward).score_now(task, episode)
+    extracted = score.verdict.extracted if score.verdict else None
     console.rule("Result")
-    console.print(f"task {task.id}: gold {task.answer!r}, extracted {verdict.extracted!r}, correct={verdict.correct}, "
-                  f"format_ok={episode.format_ok}, infra_error={episode.infra_error}, reward={score}")
-    return score
+    console.print(f"task {task.id}: gold {task.answer!r}, extracted {extracted!r}, correct={score.correct}, "
+                  f"format_ok={score.format_ok}, infra_error={score.infra_error}, reward={score.reward}")
+    return score.reward
 
 
 def main(argv: list[str] | None = None) -> int:
