@@ -8,6 +8,11 @@ routing, which ranges from 0.83 to 0.92 over seeds 0-4's held-out splits.
 They are generators (the ``Generator`` protocol of conductor/rollout.py) that write a one-step workflow
 instead of sampling one, so they run through exactly the same prompt, executor, pool and verifier as the
 policy, and their accuracies are comparable with its own.
+
+``SOLVE_ALONE`` is the one subtask every single-worker baseline gives its worker: these routers (so
+``summary.json`` and the measured worker prior), and the evaluation's fixed methods and trained routers
+(conductor/evaluation/), so the best single worker is the same worker asked the same thing in both. It is
+the evaluation's wording; the Conductor's own words for a solve step are conductor/example_workflows.py's.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from conductor.rollout_summary import summarise
 from conductor.tasks.task import Task
 from conductor.workflow import Step, Workflow
 
-SUBTASK = "Solve the question and give the final answer in the requested format."
+SOLVE_ALONE = "Solve the question and give the final answer in the format the question asks for."
 RANDOM, DOMAIN_TABLE = "random", "domain_table"  # the baselines' keys beside the workers' ids
 
 
@@ -44,7 +49,7 @@ class FixedRouter(FixedWorkflows):
     """Every sample to worker ``choose()``, in one step."""
 
     def __init__(self, choose: Callable[[], int]):
-        super().__init__(lambda: Workflow((Step(choose(), SUBTASK, ()),)))
+        super().__init__(lambda: Workflow((Step(choose(), SOLVE_ALONE, ()),)))
 
 
 async def evaluate_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any, pool: WorkerPoolClient,

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from conductor.evaluation.fixed_methods import SOLVE, run_workflow
+from conductor.baselines import SOLVE_ALONE
+from conductor.evaluation.fixed_methods import run_workflow
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
 from conductor.evaluation.routing_table import RoutingTable
@@ -83,4 +84,4 @@ class RLlibRouter:
         self._choice = {t.id: int(c) for t, c in zip(tasks, choices)}
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
-        return await run_workflow(self.context, Workflow((Step(self._choice[task.id], SOLVE, ()),)), task)
+        return await run_workflow(self.context, Workflow((Step(self._choice[task.id], SOLVE_ALONE, ()),)), task)

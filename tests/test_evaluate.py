@@ -13,6 +13,7 @@ from rich.console import Console
 
 from cluster.evaluate import main as evaluate_main
 from cluster.evaluate import run
+from conductor.baselines import SOLVE_ALONE
 from conductor.config import FaultRates, SimulatorConfig
 from conductor.config_loader import load_config
 from conductor.evaluation import fixed_methods
@@ -79,7 +80,7 @@ def test_each_method_makes_the_calls_its_design_says(evaluated):
     assert all(r["workers"] == ["gemini-2.5-pro", "claude-sonnet-4"] and r["access"] == ["[]", "all"] for r in checked)
     # the simulator reads the checker's subtask as a check, not a second solve (conductor/simulator/roles.py)
     assert classify(fixed_methods.CHECK, visible_answers=1) is Role.VERIFY
-    assert classify(fixed_methods.SOLVE, visible_answers=0) is Role.SOLVE
+    assert classify(SOLVE_ALONE, visible_answers=0) is Role.SOLVE
     assert {r["worker_calls"] for r in by_method["oracle"]} == {7}
     assert all(r["usd"] > 0 and r["worker_prompt_tokens"] > 0 and r["correct"] is not None for r in rows)
     aggregators = {r["workers"][-1] for r in by_method["moa"]}

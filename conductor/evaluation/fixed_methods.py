@@ -19,7 +19,8 @@ dollars and latency are counted the same way. Deviations from the reference desi
   lists them in a system message; the instruction is MoA's in substance, in our words.
 
 The oracle (right if any single worker is right) needs no calls of its own: the report derives it from
-the single-worker rows.
+the single-worker rows. A worker answering alone is asked in ``SOLVE_ALONE``'s words (conductor/baselines.py),
+as training's baselines ask it, so both name the same best single worker.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ import collections
 import random
 from dataclasses import dataclass
 
+from conductor.baselines import SOLVE_ALONE
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
 from conductor.tasks.task import Task
 from conductor.verifiers.answer_key import answer_key, final_value
 from conductor.workflow import ALL, Step, Workflow
 
-SOLVE = "Solve the question and give the final answer in the format the question asks for."
 REFLECT = ("Review all of your earlier attempts above, find any mistakes in them, and give an improved final "
            "answer in the format the question asks for.")
 AGGREGATE = ("Several models have answered the question above. Synthesize their responses into one answer of "
@@ -49,7 +50,7 @@ CONSENSUS_TEMPERATURE = 0.7
 
 def every_worker_alone(workers: int) -> Workflow:
     """Each worker answers the question alone, all in parallel (MoA's proposers, Smoothie, the routers' table)."""
-    return Workflow(tuple(Step(w, SOLVE, ()) for w in range(workers)))
+    return Workflow(tuple(Step(w, SOLVE_ALONE, ()) for w in range(workers)))
 
 
 async def run_workflow(context: MethodContext, workflow: Workflow, task: Task, step_params=None) -> Attempt:
@@ -64,7 +65,7 @@ class SingleWorker:
     worker: int
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
-        return await run_workflow(self.context, Workflow((Step(self.worker, SOLVE, ()),)), task)
+        return await run_workflow(self.context, Workflow((Step(self.worker, SOLVE_ALONE, ()),)), task)
 
 
 @dataclass
@@ -74,7 +75,7 @@ class RandomRouter:
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
         worker = random.Random(f"{self.context.seed}:random:{task.id}:{repeat}").randrange(len(self.context.roster))
-        return await run_workflow(self.context, Workflow((Step(worker, SOLVE, ()),)), task)
+        return await run_workflow(self.context, Workflow((Step(worker, SOLVE_ALONE, ()),)), task)
 
 
 @dataclass
@@ -85,7 +86,8 @@ class SelfReflection:
     calls: int = SELF_REFLECTION_CALLS
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
-        steps = (Step(self.worker, SOLVE, ()),) + tuple(Step(self.worker, REFLECT, ALL) for _ in range(self.calls - 1))
+        revisions = tuple(Step(self.worker, REFLECT, ALL) for _ in range(self.calls - 1))
+        steps = (Step(self.worker, SOLVE_ALONE, ()),) + revisions
         return await run_workflow(self.context, Workflow(steps), task)
 
 
@@ -97,7 +99,7 @@ class Consensus:
     samples: int = CONSENSUS_SAMPLES
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
-        workflow = Workflow(tuple(Step(self.worker, SOLVE, ()) for _ in range(self.samples)))
+        workflow = Workflow(tuple(Step(self.worker, SOLVE_ALONE, ()) for _ in range(self.samples)))
         params = [{"seed": repeat * self.samples + i, "temperature": CONSENSUS_TEMPERATURE}
                   for i in range(self.samples)]
         attempt = await run_workflow(self.context, workflow, task, params)
@@ -115,7 +117,7 @@ class SolveThenCheck:
     checker: int
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
-        steps = (Step(self.solver, SOLVE, ()), Step(self.checker, CHECK, ALL))
+        steps = (Step(self.solver, SOLVE_ALONE, ()), Step(self.checker, CHECK, ALL))
         return await run_workflow(self.context, Workflow(steps), task)
 
 

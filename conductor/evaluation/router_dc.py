@@ -26,7 +26,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from conductor.evaluation.fixed_methods import SOLVE, run_workflow
+from conductor.baselines import SOLVE_ALONE
+from conductor.evaluation.fixed_methods import run_workflow
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
 from conductor.evaluation.routing_table import RoutingTable
@@ -133,4 +134,4 @@ class RouterDC:
         self._choice = {t.id: int(np.argmax(row)) for t, row in zip(tasks, scores(embeddings))}
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
-        return await run_workflow(self.context, Workflow((Step(self._choice[task.id], SOLVE, ()),)), task)
+        return await run_workflow(self.context, Workflow((Step(self._choice[task.id], SOLVE_ALONE, ()),)), task)
