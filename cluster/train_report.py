@@ -143,10 +143,17 @@ def heldout_summary(heldout: Any, tasks: Sequence[Any]) -> dict[str, Any]:
 
 def baseline_summary(baselines: dict[str, dict[str, float]]) -> dict[str, Any]:
     """The baselines' part of ``summary.json``: every single worker, the best of them, the random router, the
-    per-domain table (conductor/baselines.py)."""
+    per-domain table (conductor/baselines.py). Accuracy is over the held-out questions, as
+    ``heldout_accuracy`` is; the ``*_domain_*`` figures average each domain's accuracy over domains, as the
+    evaluation report's ``average`` does, so they name its best single worker on the same split and pool
+    (ties go to the earlier worker in the pool's order, in both)."""
     routers = {name: stats for name, stats in baselines.items() if name != DOMAIN_TABLE}
     single = {name: stats["accuracy"] for name, stats in routers.items() if name != RANDOM}
-    return {"best_single_accuracy": max(single.values()), "single_worker_accuracy": single,
+    over_domains = {name: stats["domain_accuracy"] for name, stats in routers.items() if name != RANDOM}
+    best, best_over_domains = max(single, key=single.get), max(over_domains, key=over_domains.get)
+    return {"best_single_accuracy": single[best], "best_single_worker": best, "single_worker_accuracy": single,
+            "best_single_domain_accuracy": over_domains[best_over_domains],
+            "best_single_domain_worker": best_over_domains, "single_worker_domain_accuracy": over_domains,
             "random_router_accuracy": baselines[RANDOM]["accuracy"],
             "domain_table_accuracy": baselines[DOMAIN_TABLE]["accuracy"],
             "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in routers.items()}}
