@@ -156,15 +156,17 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
 
 
 def print_table(console: Console, table: dict, domains: list[str]) -> None:
+    """As report.md: accuracy is over scored attempts, so each method's unscored ones (infrastructure
+    errors: worker outages, a sandbox that refused to run) are shown beside it."""
     view = Table(title="accuracy % (± s.e.) and cost per question")
-    for column in ["method", *domains, AVERAGE, "calls", "worker tok", "$ / q"]:
+    for column in ["method", *domains, AVERAGE, "calls", "worker tok", "$ / q", "infra errors"]:
         view.add_column(column, justify="left" if column == "method" else "right")
     for name, cells in table.items():
         avg = cells[AVERAGE]
         view.add_row(name, *[f"{100 * cells[d].accuracy:.1f} ± {100 * cells[d].se:.1f}" if d in cells else ""
                              for d in domains],
                      f"{100 * avg.accuracy:.1f}", f"{avg.worker_calls:.1f}", f"{avg.worker_tokens:,.0f}",
-                     f"{avg.usd:.5f}")
+                     f"{avg.usd:.5f}", str(avg.infra_errors))
     console.print(view)
 
 
