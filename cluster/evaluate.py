@@ -37,8 +37,9 @@ from conductor.evaluation import domain_table
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
 from conductor.evaluation.earlier_outcomes import earlier_outcomes
 from conductor.evaluation.harness import Harness
-from conductor.evaluation.method import MethodContext, build_methods
+from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.registry import build_methods
 from conductor.evaluation.report import AVERAGE, summarise, with_oracle
 from conductor.evaluation.report_files import FILES, write_report
 from conductor.executor import WorkflowExecutor
@@ -125,11 +126,8 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
                               show_prices=config.prompt.show_prices),
                 SamplingSettings(config.evaluate.conductor_temperature, 1.0, config.rollout.max_new_tokens),
                 config.executor.max_rounds, config.evaluate.conductor_name, config.evaluate.constrain_format)
-        from learner.rllib_router import RLlibRouter
-
         context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy, tuple(train),
-                                config.verifier, factories={"rllib_router": lambda name, ctx: RLlibRouter(
-                                    name, ctx, config.evaluate.rllib_iterations)})
+                                config.verifier, settings=config.evaluate)
         reused = reused_conductor_kinds(config, skip)
         names = [n for n in config.evaluate.methods if n not in reused]  # read, so no policy is needed
         methods = [m for m in build_methods(names, context) if m.name not in skip]

@@ -12,8 +12,9 @@ from conductor.config import Config, SimulatorConfig
 from conductor.episode import EpisodeRunner
 from conductor.evaluation.conductor_method import ConductorPolicy, is_conductor
 from conductor.evaluation.harness import Harness
-from conductor.evaluation.method import MethodContext, build_methods
+from conductor.evaluation.method import MethodContext
 from conductor.evaluation.paper_reference import DOMAINS
+from conductor.evaluation.registry import build_methods
 from conductor.evaluation.report import AVERAGE, Cell, summarise
 from conductor.evaluation.report_files import paper_comparison, write_report
 from conductor.evaluation.workflow_stats import markdown_lines, workflow_stats

@@ -18,8 +18,9 @@ from conductor.config import FaultRates, SimulatorConfig
 from conductor.config_loader import load_config
 from conductor.evaluation import fixed_methods
 from conductor.evaluation.harness import Harness
-from conductor.evaluation.method import MethodContext, build_methods
+from conductor.evaluation.method import MethodContext
 from conductor.evaluation.paper_reference import PAPER, SELF_REFLECTION_GAIN, TOLERANCE
+from conductor.evaluation.registry import build_methods
 from conductor.evaluation.report import AVERAGE, summarise
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster

@@ -13,7 +13,8 @@ import pytest
 
 from conductor.config import SimulatorConfig
 from conductor.evaluation.harness import Harness
-from conductor.evaluation.method import MethodContext, build_methods
+from conductor.evaluation.method import MethodContext
+from conductor.evaluation.registry import build_methods
 from conductor.evaluation.router_dc import train_router_dc
 from conductor.evaluation.routing_env import RoutingEnv
 from conductor.evaluation.routing_table import RoutingTable

@@ -9,7 +9,8 @@ import pytest
 
 from conductor.config import SimulatorConfig
 from conductor.evaluation.harness import Harness
-from conductor.evaluation.method import MethodContext, build_methods
+from conductor.evaluation.method import MethodContext
+from conductor.evaluation.registry import build_methods
 from conductor.evaluation.smoothie import choose_workers, distances_from_truth
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster

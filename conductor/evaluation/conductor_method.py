@@ -20,7 +20,9 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from conductor.episode import EpisodeRunner
+from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import RECURSIVE_TURN, Attempt
+from conductor.evaluation.registry import MethodSpec
 from conductor.prompt_builder import PromptBuilder
 from conductor.prompts import Messages
 from conductor.rollout import PROMPT_TOO_LONG, Generator, SamplingSettings
@@ -94,3 +96,14 @@ class ConductorMethod:
                        infra_error=episode.infra_error, conductor_tokens=sum(generated),
                        rounds=max(1, executed), parse_error=parse_error,
                        accepted=any(r.accepted_previous for r in episode.rounds[1:]))
+
+
+def conductor_method(kind: str, context: MethodContext) -> ConductorMethod:
+    """The context's policy under its report name; ``conductor_recursive`` gets the executor's rounds."""
+    if context.conductor is None:
+        raise ValueError(f"method {kind!r} needs a trained policy: set evaluate.policy")
+    rounds = context.conductor.max_rounds if kind == "conductor_recursive" else 0
+    return ConductorMethod(conductor_label(context.conductor.name, kind), context.roster, context.conductor, rounds)
+
+
+SPECS = tuple(MethodSpec(kind, conductor_method) for kind in CONDUCTOR_METHODS)

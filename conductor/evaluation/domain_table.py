@@ -26,8 +26,10 @@ from typing import Any, Optional
 import fsspec
 
 from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.registry import MethodSpec
 
 NAME = "domain_table"
+SPECS = (MethodSpec(NAME, None),)  # derived here from its rows' outcomes, which cluster/evaluate.py adds
 Table = dict[str, dict[str, float]]  # domain -> item ("w" or "a>b") -> weight
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import fsspec
 import pyarrow.parquet as pq
 
-from conductor.evaluation.method import DERIVED
 from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.registry import is_derived
 
 
 def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int,
@@ -29,7 +29,7 @@ def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int
             rows = pq.read_table(handle).to_pylist()
         by_method: dict[str, list[Outcome]] = defaultdict(list)
         for row in rows:
-            if row["method"] not in DERIVED and (row["task_id"], row["repeat"]) in wanted:
+            if not is_derived(row["method"]) and (row["task_id"], row["repeat"]) in wanted:
                 row["workers"], row["access"] = tuple(row["workers"]), tuple(row["access"])
                 by_method[row["method"]].append(Outcome(**row))
         for method, outcomes in by_method.items():

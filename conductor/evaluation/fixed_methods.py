@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from conductor.baselines import SOLVE_ALONE
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
+from conductor.evaluation.registry import MethodSpec
 from conductor.tasks.task import Task
 from conductor.verifiers.answer_key import answer_key, final_value
 from conductor.workflow import ALL, Step, Workflow
@@ -145,3 +146,8 @@ def majority(responses: list[str], task: Task) -> str:
         return responses[0] if responses else ""
     top = max(counts.values())
     return next(text for text, key in zip(responses, keys) if key is not None and counts[key] == top)
+
+
+SPECS = (MethodSpec("single", SingleWorker, "each"), MethodSpec("self_reflection", SelfReflection, "each"),
+         MethodSpec("consensus", Consensus, "each"), MethodSpec("solve_check", SolveThenCheck, "pair"),
+         MethodSpec("random", RandomRouter), MethodSpec("moa", MixtureOfAgents))

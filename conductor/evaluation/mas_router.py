@@ -26,6 +26,7 @@ from conductor.episode_score import EpisodeScorer
 from conductor.evaluation.fixed_methods import run_workflow
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
+from conductor.evaluation.registry import MethodSpec
 from conductor.example_workflows import SHAPES, shape_steps, shape_workflow
 from conductor.tasks.task import Task
 
@@ -123,3 +124,6 @@ class MasRouter:
     async def attempt(self, task: Task, repeat: int) -> Attempt:
         mode, workers = self._plans[task.id]
         return await run_workflow(self.context, shape_workflow(SHAPES[mode], workers), task)
+
+
+SPECS = (MethodSpec("masrouter", MasRouter, trained=True),)

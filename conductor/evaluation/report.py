@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.registry import MethodSpec
 
 AVERAGE = "average"
+SPECS = (MethodSpec("oracle", None, needs=("single",)),)  # derived here (with_oracle), from every single worker
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from conductor.baselines import SOLVE_ALONE
 from conductor.evaluation.fixed_methods import run_workflow
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
-from conductor.evaluation.routing_table import RoutingTable
+from conductor.evaluation.registry import MethodSpec
+from conductor.evaluation.routing_table import RoutingTable, shared_routing_table
 from conductor.tasks.task import Task
 from conductor.workflow import Step, Workflow
 
@@ -128,10 +129,13 @@ class RouterDC:
     async def prepare(self, tasks: list[Task], repeats: int, limit: asyncio.Semaphore) -> None:
         from conductor.evaluation.embeddings import embed
 
-        table = await self.context.routing_table(limit)
+        table = await shared_routing_table(self.context, limit)
         scores = await asyncio.to_thread(train_router_dc, table, self.context.seed)
         embeddings = await asyncio.to_thread(embed, [t.prompt for t in tasks])
         self._choice = {t.id: int(np.argmax(row)) for t, row in zip(tasks, scores(embeddings))}
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
         return await run_workflow(self.context, Workflow((Step(self._choice[task.id], SOLVE_ALONE, ()),)), task)
+
+
+SPECS = (MethodSpec("router_dc", RouterDC, trained=True),)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from conductor.episode_score import EpisodeScorer
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.tasks.task import Task
+
+if TYPE_CHECKING:
+    from conductor.evaluation.method import MethodContext
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,15 @@ class RoutingTable:
 
     def __len__(self) -> int:
         return len(self.task_ids)
+
+
+async def shared_routing_table(context: MethodContext, limit: asyncio.Semaphore) -> RoutingTable:
+    """The context's table, collected on the first router's call and awaited by the others (kept in
+    ``context.shared``, so every router of one evaluation learns from the same answers)."""
+    if "routing_table" not in context.shared:
+        context.shared["routing_table"] = asyncio.ensure_future(collect_routing_table(
+            context.train_tasks, context.roster, context.executor, context.verifier, limit))
+    return await context.shared["routing_table"]
 
 
 async def collect_routing_table(tasks: Sequence[Task], roster: Roster, executor: WorkflowExecutor,

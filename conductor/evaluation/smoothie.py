@@ -22,6 +22,7 @@ same estimator without sampling noise. Cost: all workers' calls (7 with paper-7)
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ import numpy as np
 
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
+from conductor.evaluation.registry import MethodSpec
 from conductor.tasks.task import Task
 
 NEIGHBOURS = 20
@@ -95,3 +97,7 @@ class Smoothie:
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
         return self._attempts[(task.id, repeat)]
+
+
+SPECS = (MethodSpec("smoothie_dependent", functools.partial(Smoothie, dependent=True)),
+         MethodSpec("smoothie_independent", functools.partial(Smoothie, dependent=False)))

@@ -5,7 +5,8 @@ The policy is RLlib's default PPO module (an MLP over the question's MiniLM embe
 over the workers), trained on the routing table of the train split for ``ITERATIONS`` PPO iterations on
 a local Ray (started here if none is running); at test time each question goes to the most probable
 worker. This is the single-step router the paper's RL baselines are; the Conductor is the same idea with
-natural-language workflows as actions.
+natural-language workflows as actions. Ray, RLlib and torch are imported inside ``train_ppo_router``, so
+the evaluation package stays importable without Ray (``evaluate.rllib_iterations`` sets the iterations).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from conductor.baselines import SOLVE_ALONE
 from conductor.evaluation.fixed_methods import run_workflow
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
-from conductor.evaluation.routing_table import RoutingTable
+from conductor.evaluation.registry import MethodSpec
+from conductor.evaluation.routing_table import RoutingTable, shared_routing_table
 from conductor.tasks.task import Task
 from conductor.workflow import Step, Workflow
 
@@ -77,7 +79,7 @@ class RLlibRouter:
     async def prepare(self, tasks: list[Task], repeats: int, limit: asyncio.Semaphore) -> None:
         from conductor.evaluation.embeddings import embed
 
-        table = await self.context.routing_table(limit)
+        table = await shared_routing_table(self.context, limit)
         embeddings = await asyncio.to_thread(embed, [t.prompt for t in tasks])
         choices, self.curve = await asyncio.to_thread(train_ppo_router, table, embeddings, self.context.seed,
                                                       self.iterations)
@@ -85,3 +87,10 @@ class RLlibRouter:
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
         return await run_workflow(self.context, Workflow((Step(self._choice[task.id], SOLVE_ALONE, ()),)), task)
+
+
+def rllib_router(name: str, context: MethodContext) -> RLlibRouter:
+    return RLlibRouter(name, context, context.settings.rllib_iterations)
+
+
+SPECS = (MethodSpec("rllib_router", rllib_router, trained=True),)
