@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from conductor.config_section import Section
 from conductor.dataset_config import DatasetSpec as DatasetSpec
+from conductor.evaluation.registry import MethodName
 from conductor.rewards import RewardConfig as RewardConfig
 from conductor.serve_config import ServeConfig
 from conductor.sft_config import SftConfig as SftConfig
@@ -272,9 +273,10 @@ class TrainConfig(Section):
 class EvaluateConfig(Section):
     """The evaluation (cluster/evaluate.py): methods x questions x repeats over the pool."""
 
-    methods: list[str] = Field(default_factory=lambda: ["single", "oracle", "random", "self_reflection",
-                                                        "consensus", "moa"],
-                               description="see conductor/evaluation/method.py; 'single' = every worker")
+    methods: list[MethodName] = Field(default_factory=lambda: ["single", "oracle", "random", "self_reflection",
+                                                               "consensus", "moa"],
+                                      description="names in conductor/evaluation/registry.py; 'single' = every "
+                                      "worker, 'single:<worker>' one of them")
     split: Literal["all", "train", "val", "heldout", "unseen"] = Field(
         default="all", description="questions: all, or one split as training makes it (train.val_questions, "
         "train.heldout_questions, train.split_seed); unseen: the simulated preset's unseen task types "

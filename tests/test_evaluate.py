@@ -119,13 +119,21 @@ def test_earlier_outcomes_are_reused_not_run_again(evaluated, tmp_path, capsys):
     assert "evaluate it on the same questions" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("methods, message", [("[single,nonsense]", "unknown method 'nonsense'"),
+@pytest.mark.parametrize("methods, message", [("[single,nonsense]", "evaluate.methods.1: Value error, unknown method "
+                                                                    "'nonsense'; known: single, self_reflection"),
+                                              ("[solve_check:gpt-5]", "evaluate.methods.0: Value error, method "
+                                                                      "'solve_check' takes two workers in order"),
                                               ("[single:gpt-6]", "no worker 'gpt-6'"),
-                                              ("[solve_check:gpt-5]", "two workers in order"),
                                               ("[solve_check:gpt-5>gpt-6]", "no worker 'gpt-6'")])
 def test_a_bad_method_name_is_a_clear_error(methods, message, capsys, tmp_path):
-    code = evaluate_main(["--config", "configs/eval-paper7.yaml", "--set", f"output.dir={tmp_path}",
-                          "--set", f"evaluate.methods={methods}", "--set", "evaluate.questions_per_domain=1"])
+    """A name the registry does not know, or of the wrong form, fails the config naming the setting; a worker
+    not in the pool fails once the pool is known."""
+    argv = ["--config", "configs/eval-paper7.yaml", "--set", f"output.dir={tmp_path}",
+            "--set", f"evaluate.methods={methods}", "--set", "evaluate.questions_per_domain=1"]
+    try:
+        code = evaluate_main(argv)
+    except SystemExit as stop:  # the config's errors end argparse's way
+        code = stop.code
     assert code == 2 and message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
