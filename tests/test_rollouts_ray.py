@@ -189,13 +189,15 @@ def test_rollouts_command_writes_the_store_and_a_summary(policy_dir, tmp_path):
     store = tmp_path / "rollouts"
     result = subprocess.run(
         [sys.executable, "-m", "cluster.rollouts", "--config", "configs/rollouts-toy.yaml",
-         "--set", f"policy.model_path={policy_dir}", "--set", f"rollout.store_path={store}",
+         "--set", f"output.dir={tmp_path / 'runs'}", "--set", f"policy.model_path={policy_dir}",
+         "--set", f"rollout.store_path={store}",
          "--set", "rollout.limit=8", "--set", "simulator.latency_scale=0",
          "--set", f"rollout.temperature={WARM_START_TEMPERATURE}"],
         cwd=repo, capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "COLUMNS": "200"})
     assert result.returncode == 0, result.stderr[-3000:]
     summary, end = json.JSONDecoder().raw_decode(result.stdout, result.stdout.index("{"))
     assert f"rollouts: {store}" in result.stdout[end:]  # then where everything went
+    assert json.loads((tmp_path / "runs" / "rollouts-toy" / "summary.json").read_text())["rollouts"] == 32
     assert summary["rollouts"] == 32 and summary["infra_errors"] == 0 and summary["format_rate"] > 0
     table, _ = ReplayStore(str(store)).read()
     assert table.num_rows == 32 and set(table.column("policy_version").to_pylist()) == {0}
