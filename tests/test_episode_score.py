@@ -12,8 +12,9 @@ from conductor.config import Config, PoolConfig, SimulatorConfig, VerifierConfig
 from conductor.episode import EpisodeResult
 from conductor.episode_score import EpisodeScorer, Status, score_of
 from conductor.evaluation.harness import Harness
-from conductor.evaluation.method import MethodContext, build_methods
+from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import RECURSIVE_TURN, Attempt
+from conductor.evaluation.registry import build_methods
 from conductor.evaluation.report import AVERAGE, best_of, summarise
 from conductor.executor import WorkflowExecutor
 from conductor.rewards import RewardConfig
