@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHORT = ["run_name=smoke", "sft.steps=2", "sft.batch_size=4", "sft.targets_per_prompt=2", "sft.prompts=4",
          "train.steps=2", "train.questions_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=48",
          "train.val_questions=2", "train.heldout_questions=3", "train.eval_every=2", "train.format_floor=0",
-         "learner.checkpoint_every=0", "learner.micro_batch_size=4", "simulator.mmlu_items=20"]
+         "learner.checkpoint_every=0", "learner.micro_batch_size=4", "simulator.mmlu_items=20",
+         "sft.prior_questions=8"]
 
 
 @pytest.fixture(scope="module")
