@@ -16,9 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _exact(value):
-    """Floats as hex, so a last-bit change shows; everything else as JSON has it."""
-    if isinstance(value, float):
-        return value.hex()
+    """Numbers as float hex, so a last-bit change shows (an int latency read as a float, 900 -> 900.0, is the
+    same number and gives the same arithmetic); everything else as JSON has it."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value).hex()
     if isinstance(value, dict):
         return {k: _exact(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -32,19 +33,18 @@ def _tasks(tasks) -> list:
 
 def preset_digest(preset) -> str:
     workers = [[w.name, w.description, list(w.accuracy.items()), w.latency_ms, w.latency_sigma, w.price_in_per_m,
-                w.price_out_per_m, w.answer_tokens, w.reasoning_tokens, type(w.latency_ms).__name__,
-                type(w.price_in_per_m).__name__] for w in preset.workers]
+                w.price_out_per_m, w.answer_tokens, w.reasoning_tokens] for w in preset.workers]
     body = [preset.name, _exact(workers), _exact(list(preset.error_correlation.items())), _tasks(preset.tasks),
             _tasks(preset.unseen)]
     return hashlib.sha256(json.dumps(body, ensure_ascii=False).encode()).hexdigest()[:24]
 
 
 CASES = {  # name: (config from ../shared/data's path, pinned digest)
-    "default": (lambda data: SimulatorConfig(), "f53639a5419e086348d281a6"),
-    "train-toy": (lambda data: load_config(REPO / "configs/train-toy.yaml").simulator, "ebcf9bf358abfdac6e133f7c"),
-    "paper-7-default": (lambda data: SimulatorConfig(preset="paper-7", data_dir=data), "69186c414d01b05d138d2ce9"),
+    "default": (lambda data: SimulatorConfig(), "071267dc565168e48b4b75ff"),
+    "train-toy": (lambda data: load_config(REPO / "configs/train-toy.yaml").simulator, "338ca99e09b23f5cbb4de8b4"),
+    "paper-7-default": (lambda data: SimulatorConfig(preset="paper-7", data_dir=data), "2ce203288c996879d42f0b55"),
     "train-paper7": (lambda data: load_config(REPO / "configs/train-paper7.yaml",
-                                              [f"simulator.data_dir={data}"]).simulator, "69186c414d01b05d138d2ce9"),
+                                              [f"simulator.data_dir={data}"]).simulator, "2ce203288c996879d42f0b55"),
 }
 
 
