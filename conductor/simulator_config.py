@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from conductor.config_section import Section
 
@@ -28,7 +28,8 @@ class FaultRates(Section):
 
 
 class SimulatorConfig(Section):
-    preset: Literal["toy", "paper-7"] = "toy"
+    preset: str = Field(default="toy", description="toy, paper-7 (shipped YAML presets) or the path of "
+                        "your own preset file ending in .yaml (schema: conductor/simulator/preset_file.py)")
     seed: int = 0
     host: str = "127.0.0.1"
     port: int = Field(default=8300, ge=0, le=65535)
@@ -66,3 +67,12 @@ class SimulatorConfig(Section):
     data_dir: str = "../shared/data"
     toy_items_per_domain: int = Field(default=600, ge=10)
     mmlu_items: int = Field(default=600, ge=10, description="MMLU-STEM rows the paper-7 preset knows")
+
+    @field_validator("preset")
+    @classmethod
+    def _preset_file(cls, preset: str) -> str:
+        """Read the file now, so a wrong name, a missing file or a bad schema fails at config load."""
+        from conductor.simulator.preset_file import read_preset_file  # its schema imports the dataset config
+
+        read_preset_file(preset)
+        return preset

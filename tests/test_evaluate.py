@@ -25,7 +25,8 @@ from conductor.evaluation.report import AVERAGE, summarise
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.simulator.oracle import Oracle
-from conductor.simulator.presets import PAPER7_TABLE, load_preset, simulated_pool_config
+from conductor.simulator.preset_file import read_preset_file
+from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.roles import Role, classify
 from conductor.simulator.server import SimulatorServer
 from tests.support.direct_pool import DirectPool
@@ -165,9 +166,9 @@ def test_paper7_baselines_reproduce_the_papers_table(shared_data):
     context = MethodContext(roster, WorkflowExecutor(DirectPool(Oracle(preset, config))), seed=0)
     methods = build_methods(["single", "moa", "self_reflection:gemini-2.5-pro", "self_reflection:gpt-5"], context)
     table = summarise(asyncio.run(Harness(concurrency=64).run(methods, list(preset.tasks))))
-    for worker, (math500, mmlu, code, *_rest) in PAPER7_TABLE.items():
-        cells = table[f"single:{worker}"]
-        for domain, target in (("math500", math500), ("mmlu", mmlu), ("code", code)):
+    for worker in read_preset_file("paper-7").workers:
+        cells = table[f"single:{worker.name}"]
+        for domain, target in worker.accuracy_percent.items():
             assert abs(100 * cells[domain].accuracy - target) <= max(0.5, 100 * cells[domain].se)
     for domain, target in PAPER["moa"].items():
         assert abs(100 * table["moa"][domain].accuracy - target) <= TOLERANCE, (domain, table["moa"][domain])
@@ -180,7 +181,7 @@ def test_paper7_baselines_reproduce_the_papers_table(shared_data):
 
 def test_the_unseen_types_are_scored_with_the_per_domain_table_beside(tmp_path, shared_data, capsys):
     prior = tmp_path / "workflow_prior.json"  # a measured menu's shape: every worker alone, the heaviest a pair
-    workers = list(PAPER7_TABLE)
+    workers = [w.name for w in read_preset_file("paper-7").workers]
     menu = {"code": {"gpt-5": 0.8}, "math500": {"gemini-2.5-pro>claude-sonnet-4": 0.7},
             "mmlu": {"claude-sonnet-4>gemini-2.5-pro": 0.7}}
     prior.write_text(json.dumps({domain: {**{w: 0.01 * (1 + (w == "gpt-5")) for w in workers}, **items}

@@ -52,3 +52,58 @@ CASES = {  # name: (config from ../shared/data's path, pinned digest)
 def test_preset_matches_the_old_constants(shared_data, case):
     make, pinned = CASES[case]
     assert preset_digest(load_preset(make(str(shared_data)))) == pinned
+
+
+USER_PRESET = """
+name: mine
+workers:
+  - name: fast
+    description: a fast cheap model
+    accuracy: {gsm8k: 0.6, aime: 0.05}
+    latency_ms: 120
+    price_in_per_m: 0.1
+    price_out_per_m: 0.4
+  - name: slow
+    description: a slow careful model
+    accuracy_percent: {gsm8k: 92.5, aime: 40}
+    latency_ms: 2000
+    reasoning_tokens: 800
+error_correlation: {gsm8k: 0.6}
+tasks:
+  datasets:
+    - {format: gsm8k, path: DATA/gsm8k.jsonl, limit: 20}
+unseen:
+  datasets:
+    - {format: aime, path: DATA/aime24.jsonl, limit: 5}
+"""
+
+
+def test_a_user_preset_file_loads_by_path(shared_data, tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(USER_PRESET.replace("DATA", str(shared_data)))
+    config = load_config(None, [f"simulator.preset={path}"]).simulator
+    preset = load_preset(config)
+    assert preset.name == "mine" and [w.name for w in preset.workers] == ["fast", "slow"]
+    assert preset.workers[1].accuracy == {"gsm8k": 0.925, "aime": 0.4} and preset.workers[1].reasoning_tokens == 800
+    assert preset.error_correlation == {"gsm8k": 0.6}
+    assert len(preset.tasks) == 20 and {t.domain for t in preset.tasks} == {"gsm8k"}
+    assert len(preset.unseen) == 5 and {t.domain for t in preset.unseen} == {"aime"}
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("toy2", "unknown preset 'toy2'"), ("no/such/file.yaml", "not found"),
+    ("BAD", "workers.1: Value error, worker slow: accuracy for gsm8k is 92.5, outside 0-1")])
+def test_a_wrong_preset_fails_at_config_load_naming_the_key(tmp_path, value, message):
+    if value == "BAD":
+        value = str(tmp_path / "bad.yaml")
+        (tmp_path / "bad.yaml").write_text(USER_PRESET.replace("accuracy_percent", "accuracy"))
+    with pytest.raises(ValueError, match=r"simulator\.preset") as caught:
+        load_config(None, [f"simulator.preset={value}"])
+    assert message in str(caught.value)
+
+
+def test_a_task_domain_without_accuracy_fails(shared_data, tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(USER_PRESET.replace("DATA", str(shared_data)).replace("aime: 0.05", "aimee: 0.05"))
+    with pytest.raises(ValueError, match="no accuracy for domain 'aime' in worker\\(s\\) fast"):
+        load_preset(SimulatorConfig(preset=str(path)))

@@ -5,7 +5,7 @@ import pytest
 
 from conductor.config import SimulatorConfig
 from conductor.simulator.oracle import Oracle
-from conductor.simulator.presets import PAPER7_TABLE
+from conductor.simulator.preset_file import read_preset_file
 from conductor.simulator.server import SimulatorServer
 from conductor.verifiers.verify import verify
 from tests.support.sim_helpers import accuracy_by, answers, ask
@@ -96,7 +96,7 @@ def test_paper7_served_answers_are_what_the_calibrated_oracle_decides(shared_dat
         tasks = list(sim.state.preset.tasks)
         assert len(tasks) == 500 + 600 + 164
         sample = [t for domain in ("math500", "mmlu", "code") for t in tasks if t.domain == domain][::21]
-        workers = list(PAPER7_TABLE)
+        workers = [w.name for w in read_preset_file("paper-7").workers]
         texts = answers(sim, [(w, ask(t)) for w in workers for t in sample])
     oracle = Oracle(sim.state.preset, config)
     pairs = [(w, t) for w in workers for t in sample]

@@ -35,9 +35,8 @@ from conductor.tasks.task import Task
 UNSEEN_SUBJECTS = frozenset({"college_physics", "conceptual_physics", "high_school_physics", "college_chemistry",
                              "high_school_chemistry"})
 NEAREST_COLUMN = {"aime": "math500", "physchem": "mmlu", "mbpp": "code"}
-# The same item source as MMLU, with its shared distractors (conductor/simulator/presets.py); AIME and MBPP
-# keep the default 0.5, as math and code do.
-UNSEEN_ERROR_CORRELATION = {"physchem": 0.75}
+# physchem's error correlation (0.75, MMLU's: the same item source and shared distractors) is in
+# conductor/simulator/presets_yaml/paper-7.yaml; AIME and MBPP keep the default 0.5, as math and code do.
 # Items whose canonical solution cannot score deterministically in the sandbox: left out, not counted unsolvable.
 MBPP_EXCLUDED = {123: "its canonical solution takes 4.5-7.5 s of CPU (divisor sums up to 9,999), so a loaded "
                       "machine would time it out against the 10 s limit and score a right answer wrong"}

@@ -1,0 +1,110 @@
+"""A simulated orchestra as a YAML file: its workers, error correlation and task sets, in one typed schema.
+
+``toy`` and ``paper-7`` ship as conductor/simulator/presets_yaml/<name>.yaml (package data), so a user's own
+line-up is a copy of one with the numbers changed: ``simulator.preset`` takes either name or the path of a
+file ending in .yaml/.yml, and a wrong one fails when the config loads, not when the simulator starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from conductor.config_section import Section
+from conductor.dataset_config import DatasetSpec
+
+SHIPPED_DIR = Path(__file__).parent / "presets_yaml"
+SHIPPED = ("toy", "paper-7")
+
+
+class PresetWorker(Section):
+    """One simulated worker; its accuracy per task domain as fractions or as percentages (divided by 100 on
+    load, so a paper's table is copied as printed and gives the same floats as ``x / 100`` in code)."""
+
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1, description="what the Conductor's prompt says the worker is good at")
+    accuracy: Optional[dict[str, float]] = Field(default=None, description="{domain: P(right)}, 0-1")
+    accuracy_percent: Optional[dict[str, float]] = Field(default=None, description="{domain: P(right) in %}")
+    latency_ms: float = Field(default=50.0, ge=0, description="median latency of one answer")
+    latency_sigma: float = Field(default=0.5, ge=0, description="log-normal spread of the latency")
+    price_in_per_m: float = Field(default=0.0, ge=0, description="USD per 1M prompt tokens")
+    price_out_per_m: float = Field(default=0.0, ge=0, description="USD per 1M completion tokens")
+    answer_tokens: int = Field(default=0, ge=0, description="visible working before the final answer")
+    reasoning_tokens: int = Field(default=0, ge=0, description="hidden reasoning, billed, never shown")
+
+    @model_validator(mode="after")
+    def _one_accuracy(self) -> PresetWorker:
+        if (self.accuracy is None) == (self.accuracy_percent is None):
+            raise ValueError(f"worker {self.name}: give accuracy (0-1) or accuracy_percent (0-100), one of them")
+        limit = 1.0 if self.accuracy is not None else 100.0
+        for domain, value in (self.accuracy or self.accuracy_percent or {}).items():
+            if not 0 <= value <= limit:
+                raise ValueError(f"worker {self.name}: accuracy for {domain} is {value}, outside 0-{limit:g}")
+        return self
+
+    def fractions(self) -> dict[str, float]:
+        if self.accuracy is not None:
+            return dict(self.accuracy)
+        return {domain: value / 100 for domain, value in (self.accuracy_percent or {}).items()}
+
+
+class TaskSource(Section):
+    """Where a task set comes from: a built-in set by name (sized by ``simulator.toy_items_per_domain``,
+    ``mmlu_items``, ``data_dir`` and ``seed``), or dataset files listed as ``data.datasets`` entries are."""
+
+    builtin: Optional[Literal["toy", "paper-7", "paper-7-unseen"]] = None
+    datasets: list[DatasetSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TaskSource:
+        if (self.builtin is None) == (not self.datasets):
+            raise ValueError("give builtin (toy, paper-7, paper-7-unseen) or datasets, one of them")
+        return self
+
+
+class PresetFile(Section):
+    """A whole preset; ``unseen`` holds task types known and calibrated but never trained on."""
+
+    name: str = Field(min_length=1)
+    workers: list[PresetWorker] = Field(min_length=1)
+    error_correlation: dict[str, float] = Field(default_factory=dict, description="{domain: rho}; 0.5 elsewhere")
+    unseen_accuracy: Optional[Literal["paper7_table2"]] = Field(
+        default=None, description="a named rule that derives each worker's unseen-type accuracies from its "
+        "seen ones (conductor/simulator/unseen.py); none: the workers list them")
+    tasks: TaskSource
+    unseen: Optional[TaskSource] = None
+
+    @model_validator(mode="after")
+    def _names_and_rates(self) -> PresetFile:
+        names = [w.name for w in self.workers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"worker names repeat: {names}")
+        for domain, rho in self.error_correlation.items():
+            if not 0 <= rho <= 1:
+                raise ValueError(f"error_correlation for {domain} is {rho}, outside 0-1")
+        return self
+
+
+def preset_path(preset: str) -> Path:
+    """The file behind a ``simulator.preset`` value: a shipped name, or a path ending in .yaml/.yml."""
+    if preset in SHIPPED:
+        return SHIPPED_DIR / f"{preset}.yaml"
+    if not preset.endswith((".yaml", ".yml")):
+        raise ValueError(f"unknown preset {preset!r}: give {' or '.join(SHIPPED)}, or a path ending in .yaml")
+    if not Path(preset).is_file():
+        raise ValueError(f"preset file {preset} not found")
+    return Path(preset)
+
+
+def read_preset_file(preset: str) -> PresetFile:
+    path = preset_path(preset)
+    try:
+        return PresetFile.model_validate(yaml.safe_load(path.read_text()) or {})
+    except ValidationError as exc:  # one short line a problem, as the config loader prints them
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<top>'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"preset file {path}: {problems}") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"preset file {path}: {exc}") from None
