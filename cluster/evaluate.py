@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         console = Console()
         run(config, console if console.is_terminal else Console(width=200), command)
     except ValueError as exc:
-        Console(stderr=True).print(f"[red]evaluate: {exc}[/]")
+        # soft_wrap: the message stays whole, not broken at 80 columns in a pipe, wherever a long path ends
+        Console(stderr=True).print(f"[red]evaluate: {exc}[/]", soft_wrap=True)
         return 2
     return 0
 
