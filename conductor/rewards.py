@@ -3,13 +3,18 @@ penalties on well-formed episodes, floored at ``format_error``:
 
     r = format_error                                                unparseable
       = max(base - lambda_usd * $ - lambda_tok * max(T - T_free, 0) / 1000, format_error)
-                                                                    base = correct or wrong
+                                                                    base = correct or wrong, or
+                                                                    wrong + s * (correct - wrong)
 
 where T is the episode's worker tokens (in + out, every step) and T_free a per-question budget the token
 penalty does not charge (default 0). The two penalties pull differently: a $
 penalty moves a policy to cheap workers, which are often the verbose ones (a lambda_usd 0.5 run kept its
 3-step chains on the cheapest workers); a token penalty moves it to fewer and shorter calls, which is what
 a token budget (and latency) asks for.
+
+A graded verdict s in [0, 1] (a user's Python reward, conductor/verifiers/python_reward.py) moves the
+base linearly from wrong (s = 0) to correct (s = 1): a well-formed answer never scores below a wrong one
+or above a correct one, whatever the function returns.
 
 A plain token penalty prices a token alike in every domain, so the domain where a second step buys least
 drops it first, whatever the budget (paper-7 at lambda_tok 0.03: MMLU went to one step at 0.18x MoA's
@@ -57,13 +62,17 @@ class RewardConfig(Section):
 
 
 def reward(*, format_ok: bool, correct: bool, cost_usd: float, worker_tokens: int, infra_error: bool,
-           settings: Optional[RewardConfig] = None) -> Optional[float]:
+           settings: Optional[RewardConfig] = None, score: Optional[float] = None) -> Optional[float]:
+    """``score``: a graded verdict in [0, 1], which then stands in for ``correct``."""
     settings = settings or RewardConfig()
     if infra_error:
         return None
     if not format_ok:
         return settings.format_error
-    base = settings.correct if correct else settings.wrong
+    if score is not None:
+        base = settings.wrong + score * (settings.correct - settings.wrong)
+    else:
+        base = settings.correct if correct else settings.wrong
     penalty = (settings.cost_penalty_per_usd * cost_usd
                + settings.cost_penalty_per_1k_worker_tokens
                * max(worker_tokens - settings.penalty_free_worker_tokens, 0) / 1000)

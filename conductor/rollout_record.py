@@ -50,6 +50,7 @@ SCHEMA = pa.schema([
     pa.field("reward", pa.float64()),
     pa.field("format_ok", pa.bool_(), nullable=False),
     pa.field("correct", pa.bool_(), nullable=False),
+    pa.field("score", pa.float64()),            # a graded verdict in [0, 1] (a Python reward); null: right/wrong
     pa.field("infra_error", pa.string()),
     pa.field("cost_usd", pa.float64()),
     pa.field("generation_s", pa.float64()),
@@ -88,6 +89,7 @@ class RolloutRecord:
     generation_s: float = 0.0
     workers_s: float = 0.0
     verify_s: float = 0.0
+    score: Optional[float] = None  # the verifier's graded verdict, which ``reward`` interpolates (repricing keeps it)
     created_at: dt.datetime = field(default_factory=_now)
 
     def __post_init__(self) -> None:

@@ -16,3 +16,6 @@ class Verdict:
     # the rollout is an infrastructure error, excluded from rewards and accuracy, never a wrong answer.
     infra_error: Optional[str] = None
     isolation: Optional[Mapping[str, bool]] = None  # code answers: the sandbox layers applied to the last run
+    # A graded verdict in [0, 1] (a user's Python reward: conductor/verifiers/python_reward.py); None: the
+    # built-ins' right or wrong, which score 1 and 0. The reward interpolates it (conductor/rewards.py).
+    score: Optional[float] = None
