@@ -1,22 +1,26 @@
 """The ``data.datasets`` entries: a built-in format by name, or a field map of one's own over any JSONL,
 JSON, Parquet or CSV file. Both become the same thing, a field map (conductor/tasks/field_map.py), so
-everything a map can get wrong is refused here, at config load, with the setting's name."""
+everything a map can get wrong is refused here, at config load, with the setting's name: a Python reward
+(``verifier: python``, ``reward_function: module:function``) is imported here too, so one that does not
+import or cannot take (task, response) fails before any actor starts."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from conductor.config_section import Section
 from conductor.tasks.field_map import template_fields
 from conductor.verifiers import registry
+from conductor.verifiers.python_reward import check_reference
 from conductor.verifiers.registry import VerifierKind
 
 PresetName = Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "mbpp", "gpqa", "livecodebench"]
 Column = Annotated[str, Field(min_length=1)]
 Columns = Union[Column, Annotated[list[Column], Field(min_length=1)]]  # a list: the first column with a value
-FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "instruction", "meta")
+FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "reward_function", "instruction", "meta")
+RewardFunction = Annotated[str, AfterValidator(check_reference)]  # imported and its signature checked at load
 
 
 class DatasetFields(Section):
@@ -44,6 +48,9 @@ class DatasetSpec(Section):
     id_prefix: Optional[str] = Field(default=None, description="put before each id; None: '{domain}/'")
     verifier: Optional[VerifierKind] = Field(default=None, description="how an answer is scored: a name in "
                                              "the verifier registry (conductor/verifiers/registry.py)")
+    reward_function: Optional[RewardFunction] = Field(
+        default=None, description="with verifier python: the user's reward, 'module:function' importable from "
+        "sys.path, called as f(task, response) -> a score in [0, 1] (conductor/verifiers/python_reward.py)")
     instruction: Optional[str] = Field(default=None, description="appended to each prompt; None: the "
                                        "verifier's own (its registry entry's), '': none")
     meta: Union[list[Column], dict[Column, Columns]] = Field(
@@ -70,6 +77,10 @@ class DatasetSpec(Section):
             raise ValueError("give the domain as fields.domain (a column) or domain (a constant), exactly one")
         if self.verifier is None:
             raise ValueError(f"verifier is required with a field map ({', '.join(registry.names())})")
+        if self.verifier == "python" and self.reward_function is None:
+            raise ValueError("verifier python needs reward_function: 'module:function' (e.g. my_rewards:score)")
+        if self.verifier != "python" and self.reward_function is not None:
+            raise ValueError(f"reward_function is for verifier python; verifier {self.verifier} scores by itself")
         verifier = registry.get(self.verifier)
         if verifier.reference and fields.answer is None:
             raise ValueError(f"fields.answer is required: verifier {self.verifier} scores against a reference")

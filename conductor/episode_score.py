@@ -4,7 +4,8 @@ the training reward, the worker tokens and the dollars it spent.
 Training (conductor/rollout.py), evaluation (conductor/evaluation/harness.py, its routers' tables), the
 demo and the benchmarks all score here, so an infrastructure error means one thing everywhere: a worker
 call that failed, a Conductor prompt with no room left, or a verifier that could not judge (a sandbox that
-refused to run for missing isolation, or failed to start). It is unscored (no reward, never a wrong
+refused to run for missing isolation, or failed to start; a user's Python reward that raised or returned no
+score in [0, 1]). It is unscored (no reward, never a wrong
 answer), counted, and out of accuracy's denominator.
 
 An episode reaches the verifier only when it has an answer, parsed in every round and met no
@@ -67,6 +68,7 @@ class EpisodeScore:
     infra_error: Optional[str] = None  # why it is unscored
     verdict: Optional[Verdict] = None  # None: the answer never reached the verifier
     verify_s: float = 0.0
+    score: Optional[float] = None  # a graded verdict in [0, 1] (a Python reward), which the reward interpolates
 
     @property
     def correct(self) -> bool:
@@ -94,11 +96,13 @@ def score_of(episode: Episode, verdict: Optional[Verdict], rewards: Optional[Rew
     infra_error = episode.infra_error or (VERIFIER_ERROR + verdict.infra_error
                                           if verdict is not None and verdict.infra_error else None)
     correct = infra_error is None and verdict is not None and verdict.correct
+    score = verdict.score if infra_error is None and verdict is not None else None
     status = Status.INFRA_ERROR if infra_error else Status.CORRECT if correct else Status.WRONG
     value = reward(format_ok=episode.format_ok, correct=correct, cost_usd=episode.cost_usd,
-                   worker_tokens=episode.worker_tokens, infra_error=infra_error is not None, settings=rewards)
+                   worker_tokens=episode.worker_tokens, infra_error=infra_error is not None, settings=rewards,
+                   score=score)
     return EpisodeScore(status, value, episode.format_ok, episode.worker_tokens, episode.cost_usd, infra_error,
-                        verdict, verify_s)
+                        verdict, verify_s, score)
 
 
 class EpisodeScorer:

@@ -29,6 +29,7 @@ from conductor.rollout_record import RolloutRecord, step_row
 from conductor.roster import Roster
 from conductor.tasks.task import Task
 from conductor.trace import RoundTrace
+from conductor.verifiers import python_reward
 from conductor.workflow_constraint import workflow_regex
 
 
@@ -88,6 +89,9 @@ class Generator(Protocol):
 
 class RolloutRunner:
     def __init__(self, config: Config, tokenizer: Any, generator: Generator, pool: WorkerPoolClient, seed: int = 0):
+        # A user's reward is imported by name in the process that scores (a rollout actor): one the job did not
+        # ship fails the actor's start, not every episode (conductor/verifiers/python_reward.py)
+        python_reward.preload(spec.reward_function for spec in config.data.datasets if spec.reward_function)
         self.config = config
         self.generator = generator
         self.rng = random.Random(seed)
@@ -175,7 +179,7 @@ class RolloutRunner:
             rollout_id=rollout_id, group_id=group_id, question_id=task.id, domain=task.domain,
             policy_version=sample.policy_version, prompt_token_ids=sample.prompt_token_ids,
             completion_token_ids=sample.token_ids, completion_logprobs=sample.logprobs, completion_text=sample.text,
-            format_ok=score.format_ok, correct=score.correct, reward=score.reward,
+            format_ok=score.format_ok, correct=score.correct, reward=score.reward, score=score.score,
             workflow=root.workflow.render() if root.workflow else None,
             parse_error=first_error.value if first_error else None,
             steps=[step_row(s) for s in episode.steps], recursion_rounds=len(episode.rounds) - 1,

@@ -65,6 +65,7 @@ class FieldMap:
     instruction: Optional[str] = None
     meta: tuple[tuple[str, Columns], ...] = ()
     optional: frozenset[str] = frozenset()
+    reward_function: Optional[str] = None  # verifier python: the user's "module:function"
     transform: Optional[Transform] = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -189,5 +190,6 @@ def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source
                                  f"row {first_row[draft.id]}")
         first_row[draft.id] = index + 1
         prompt = f"{draft.question}\n\n{instruction}" if instruction else draft.question
-        tasks.append(Task(draft.id, draft.domain, prompt, draft.answer, draft.verifier, draft.meta))
+        tasks.append(Task(draft.id, draft.domain, prompt, draft.answer, draft.verifier, draft.meta,
+                          fields.reward_function))
     return tasks

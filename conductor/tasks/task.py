@@ -2,12 +2,14 @@
 
 ``prompt`` already carries the answer-format instruction the verifier relies on. ``verifier`` names the
 check (a name in conductor/verifiers/registry.py) and ``meta`` holds its inputs (tests, option permutation...).
+``reward_function`` names the user's function (``module:function``) of a ``python`` verifier, by name so that
+each process that scores imports it itself (conductor/verifiers/python_reward.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from conductor.verifiers.registry import VerifierKind
 
@@ -22,3 +24,4 @@ class Task:
     answer: str
     verifier: VerifierKind
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+    reward_function: Optional[str] = None
