@@ -16,8 +16,8 @@ The return value is the verdict: a score in [0, 1] (a bool or int counts: True i
 
 The function runs in every process that scores (the driver for evaluation, each rollout actor), on the
 scorer's threads, so it must be thread-safe, and nothing bounds its time. It is found by name in each
-process (``resolve``), never pickled: on a Ray cluster ship the module with the job, e.g. ``ray job submit
---working-dir .`` or ``--runtime-env-json '{"py_modules": ["my_rewards.py"]}'``. A config naming one that
+process (``resolve``), never pickled: on a Ray cluster ship the module with the job, in the directory
+``ray job submit --working-dir .`` uploads or under the runtime env's ``py_modules``. A config naming one that
 does not import, or cannot take (task, response), fails at load naming the setting (``check_reference``);
 a rollout actor that cannot import it fails when it starts (``preload``), not with every episode unscored.
 
