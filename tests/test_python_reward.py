@@ -79,6 +79,12 @@ def cannot_judge(task, response):
     return None
 
 
+def numpy_mean(task, response):
+    import numpy
+
+    return numpy.mean([word in response for word in task["answer"].split()])
+
+
 def one_argument(task):
     return 1.0
 
@@ -179,10 +185,11 @@ def test_a_reward_that_cannot_be_used_fails_at_config_load_naming_the_setting(tm
         config_with(tmp_path, dataset, [o.format(m=user_module) for o in overrides])
 
 
-def test_a_default_argument_or_a_static_method_is_accepted(tmp_path, user_module):
-    for function in ("optional_third", "Judge.score"):
-        [spec] = config_with(tmp_path, entry(tmp_path, f"{user_module}:{function}")).data.datasets
-        assert verify(load_tasks(spec)[0], "Answer: red").score == 1.0
+@pytest.mark.parametrize("function, score", [("optional_third", 1.0), ("Judge.score", 1.0), ("numpy_mean", 0.5)])
+def test_a_default_argument_a_static_method_and_a_numpy_scalar_are_accepted(tmp_path, user_module, function, score):
+    [spec] = config_with(tmp_path, entry(tmp_path, f"{user_module}:{function}")).data.datasets
+    verdict = verify(load_tasks(spec)[0], "Answer: red")
+    assert verdict.score == score and type(verdict.score) is float
 
 
 def episode(answer="Answer: red", cost=0.0):

@@ -8,7 +8,7 @@ The contract::
 ``task`` is a read-only mapping: ``id``, ``domain``, ``question`` (the prompt as the workers got it, the
 dataset's answer-format instruction included), ``answer`` (the reference; "" where the map names none)
 and ``meta`` (the entry's meta columns, a copy). ``response`` is the episode's final answer, never empty.
-The return value is the verdict: a score in [0, 1] (a bool or int counts: True is 1.0). ``None`` says
+The return value is the verdict: a score in [0, 1] (a bool, an int or a numpy scalar counts: True is 1.0). ``None`` says
 "cannot judge" (e.g. a judge service that is down). None, raising, NaN, a non-number or a number outside
 [0, 1] makes the episode an infrastructure error: unscored, counted, out of the accuracy denominator
 (conductor/episode_score.py), and the run goes on. Only the exception's type and the first
@@ -148,13 +148,21 @@ def _problem(value: Any) -> Optional[str]:
     """Why ``value`` is not a score in [0, 1], or None."""
     if value is None:
         return "returned None (cannot judge)"
-    if not isinstance(value, numbers.Real):
+    if not _is_number(value):
         return f"returned a {type(value).__name__}, not a number in [0, 1]"
     if math.isnan(value):
         return "returned NaN"
     if not 0.0 <= value <= 1.0:
         return f"returned {float(value):g}, outside [0, 1]"
     return None
+
+
+def _is_number(value: Any) -> bool:
+    """A real number, a bool, or a numpy scalar of one (``np.mean(hits)``, ``np.mean(hits) > 0.5``)."""
+    if isinstance(value, numbers.Real):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return getattr(value, "shape", None) == () and getattr(dtype, "kind", None) in ("b", "i", "u", "f")
 
 
 def _unjudged(reference: str, kind: str, reason: str, extracted: Optional[str]) -> Verdict:
