@@ -256,7 +256,7 @@ def test_a_fractional_score_moves_the_reward_between_wrong_and_correct(tmp_path,
 def test_the_simulator_states_a_python_tasks_answer_as_a_text_answer(tmp_path, user_module):
     [spec] = config_with(tmp_path, entry(tmp_path, f"{user_module}:last_line")).data.datasets
     task = load_tasks(spec)[1]
-    worker = SimWorker("w", "d", {})
+    worker = SimWorker("w", "d", {}, answer_tokens=20)
     right = render_answer(task, own_value(task, True, 0.0), worker, "solve", 0.3)
     wrong = render_answer(task, own_value(task, False, 0.4), worker, "solve", 0.3)
     assert right.endswith("\nAnswer: orange") and verify(task, right).score == 1.0
