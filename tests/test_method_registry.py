@@ -148,7 +148,7 @@ class FirstWorkerTwice:
 @pytest.fixture
 def plugin(monkeypatch):
     """A method added beside the built-ins for one test (the registry is restored after it)."""
-    monkeypatch.setattr(registry, "_SPECS", dict(registry._specs()))
+    monkeypatch.setattr(registry._REGISTRY, "specs", dict(registry._REGISTRY.all()))
     return registry.register(MethodSpec("twice", FirstWorkerTwice, "each"))
 
 

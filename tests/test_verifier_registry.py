@@ -69,7 +69,7 @@ def _yes_no(task, response, settings):
 @pytest.fixture
 def yes_no(monkeypatch):
     """A verifier added beside the built-ins for one test (the registry is restored after it)."""
-    monkeypatch.setattr(registry, "_SPECS", dict(registry._specs()))
+    monkeypatch.setattr(registry._REGISTRY, "specs", dict(registry._REGISTRY.all()))
     return registry.register(VerifierSpec(
         "yes_no", _yes_no, lambda task, text: text.strip().split()[-1].strip(".") if text.strip() else None,
         lambda task, value: value.lower(), "End with yes or no.",

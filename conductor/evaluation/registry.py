@@ -10,13 +10,13 @@ a method adds no import circle.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import import_module
 from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import AfterValidator
+
+from conductor.lazy_registry import LazyRegistry
 
 if TYPE_CHECKING:
     from conductor.evaluation.method import Method, MethodContext
@@ -52,52 +52,31 @@ class MethodSpec:
         return self.build is None
 
 
-_SPECS: dict[str, MethodSpec] = {}
-_LOCK = threading.RLock()
-_loaded = False
-
-
-def _specs() -> dict[str, MethodSpec]:
-    global _loaded
-    if not _loaded:
-        with _LOCK:
-            if not _loaded:
-                builtins: dict[str, MethodSpec] = {}
-                for module in BUILTIN_MODULES:
-                    for spec in import_module(module).SPECS:
-                        _add(builtins, spec)
-                _SPECS.update(builtins)  # register() loads the built-ins first, so they come first
-                _loaded = True
-    return _SPECS
-
-
-def _add(specs: dict[str, MethodSpec], spec: MethodSpec) -> None:
-    if spec.name in specs:
-        raise ValueError(f"method {spec.name!r} is registered twice")
+def _check(spec: MethodSpec) -> None:
     if ":" in spec.name:
         raise ValueError(f"method {spec.name!r}: a method's name cannot contain ':'")
-    specs[spec.name] = spec
+
+
+_REGISTRY: LazyRegistry[MethodSpec] = LazyRegistry("method", BUILTIN_MODULES, _check)
 
 
 def register(spec: MethodSpec) -> MethodSpec:
     """Add a method beside the built-in ones (a name already taken is refused)."""
-    with _LOCK:
-        _add(_specs(), spec)
-    return spec
+    return _REGISTRY.register(spec)
 
 
 def names() -> tuple[str, ...]:
-    return tuple(_specs())
+    return _REGISTRY.names()
 
 
 def is_derived(method: str) -> bool:
     """A report row computed from other rows (``oracle``); any other name, known or not, is a method's own."""
-    spec = _specs().get(method)
+    spec = _REGISTRY.find(method)
     return spec is not None and spec.derived
 
 
 def get(kind: str) -> MethodSpec:
-    spec = _specs().get(kind)
+    spec = _REGISTRY.find(kind)
     if spec is None:
         raise ValueError(f"unknown method {kind!r}; known: {', '.join(names())}")
     return spec
@@ -129,7 +108,7 @@ def build_methods(requested: Sequence[str], context: MethodContext) -> list[Meth
     or worker. A name without ``:<worker>`` of an ``each`` method is one method per worker, in roster order."""
     specs = [spec_of(name) for name in requested]
     if any(spec.trained for spec in specs) and not context.train_tasks:
-        trained = ", ".join(s.name for s in _specs().values() if s.trained)
+        trained = ", ".join(s.name for s in _REGISTRY.all().values() if s.trained)
         raise ValueError(f"the trained routers ({trained}) learn on the train split: evaluate on "
                          "evaluate.split=heldout (or val), not 'all'")
     methods = [m for name, spec in zip(requested, specs) for m in _build(name, spec, context)]

@@ -10,13 +10,13 @@ import this module (for VerifierSpec), and what imports them stays free of impor
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import import_module
 from typing import TYPE_CHECKING, Annotated, Optional
 
 from pydantic import AfterValidator
+
+from conductor.lazy_registry import LazyRegistry
 
 if TYPE_CHECKING:
     from conductor.config import VerifierConfig
@@ -69,44 +69,20 @@ class UnknownVerifier(ValueError):
     pass
 
 
-_SPECS: dict[str, VerifierSpec] = {}
-_LOCK = threading.RLock()  # verify() runs in threads: the first lookups may race
-_loaded = False
-
-
-def _specs() -> dict[str, VerifierSpec]:
-    global _loaded
-    if not _loaded:
-        with _LOCK:
-            if not _loaded:
-                builtins: dict[str, VerifierSpec] = {}
-                for module in BUILTIN_MODULES:
-                    for spec in import_module(module).SPECS:
-                        _add(builtins, spec)
-                _SPECS.update(builtins)  # register() loads the built-ins first, so they come first
-                _loaded = True
-    return _SPECS
-
-
-def _add(specs: dict[str, VerifierSpec], spec: VerifierSpec) -> None:
-    if spec.name in specs:
-        raise ValueError(f"verifier {spec.name!r} is registered twice")
-    specs[spec.name] = spec
+_REGISTRY: LazyRegistry[VerifierSpec] = LazyRegistry("verifier", BUILTIN_MODULES)
 
 
 def register(spec: VerifierSpec) -> VerifierSpec:
     """Add a verifier beside the built-in ones (a name already taken is refused)."""
-    with _LOCK:
-        _add(_specs(), spec)
-    return spec
+    return _REGISTRY.register(spec)
 
 
 def names() -> tuple[str, ...]:
-    return tuple(_specs())
+    return _REGISTRY.names()
 
 
 def get(name: str) -> VerifierSpec:
-    spec = _specs().get(name)
+    spec = _REGISTRY.find(name)
     if spec is None:
         raise UnknownVerifier(f"{name!r} is not a verifier; known: {', '.join(names())}")
     return spec
