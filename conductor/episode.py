@@ -16,7 +16,7 @@ from typing import Optional
 from conductor.executor import WorkflowExecutor
 from conductor.prompts import FewShotExample, Messages, recursive_messages
 from conductor.roster import Roster
-from conductor.trace import RoundTrace, StepTrace
+from conductor.trace import RoundTrace, StepTrace, steps_cost_usd, steps_worker_tokens
 from conductor.workflow import ParseFailure, WorkflowParseError, parse_workflow
 
 ConductorFn = Callable[[Messages], Awaitable[Optional[str]]]  # None: no room for another turn
@@ -41,11 +41,11 @@ class EpisodeResult:
 
     @property
     def cost_usd(self) -> float:
-        return sum(s.cost_usd for s in self.steps)
+        return steps_cost_usd(self.steps)
 
     @property
     def worker_tokens(self) -> int:
-        return sum(s.tokens_in + s.tokens_out for s in self.steps)
+        return steps_worker_tokens(self.steps)
 
 
 class EpisodeRunner:

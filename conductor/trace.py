@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -31,6 +32,16 @@ class StepTrace:
         mine, theirs = dict(vars(self)), dict(vars(other))
         mine.pop("latency_s"), theirs.pop("latency_s")
         return mine == theirs
+
+
+def steps_cost_usd(steps: Iterable[StepTrace]) -> float:
+    """What the workers of these steps charged: an episode's or an evaluation attempt's cost."""
+    return sum(s.cost_usd for s in steps)
+
+
+def steps_worker_tokens(steps: Iterable[StepTrace]) -> int:
+    """Prompt plus completion tokens of these steps' worker calls (what a token price is charged on)."""
+    return sum(s.tokens_in + s.tokens_out for s in steps)
 
 
 @dataclass

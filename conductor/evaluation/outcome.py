@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from conductor.episode_score import EpisodeScore
-from conductor.trace import StepTrace
+from conductor.trace import StepTrace, steps_cost_usd, steps_worker_tokens
 
 RECURSIVE_TURN = "recursive_turn:"  # prefixes a parse error of a recursive turn, whose root answer stands
 
@@ -43,11 +43,11 @@ class Attempt:
 
     @property
     def cost_usd(self) -> float:
-        return sum(s.cost_usd for s in self.steps)
+        return steps_cost_usd(self.steps)
 
     @property
     def worker_tokens(self) -> int:
-        return sum(s.tokens_in + s.tokens_out for s in self.steps)
+        return steps_worker_tokens(self.steps)
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def outcome_of(method: str, task_id: str, domain: str, repeat: int, attempt: Att
         correct=score.judged,
         worker_calls=len(ran) + len(failed), worker_prompt_tokens=sum(s.tokens_in for s in ran),
         worker_completion_tokens=sum(s.tokens_out for s in ran), conductor_tokens=attempt.conductor_tokens,
-        usd=sum(s.cost_usd for s in ran), latency_s=latency_s, steps=len(attempt.steps), rounds=attempt.rounds,
+        usd=steps_cost_usd(ran), latency_s=latency_s, steps=len(attempt.steps), rounds=attempt.rounds,
         workers=tuple(s.worker_id for s in attempt.steps),
         access=tuple(_access_text(s.access) for s in attempt.steps),
         parse_error=attempt.parse_error, fallback=attempt.fallback, error=score.infra_error,
