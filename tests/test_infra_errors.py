@@ -8,9 +8,6 @@ must then be unscored (``reward=None``, ``infra_error`` set), never a wrong answ
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from cluster.rollouts import tasks_for
 from conductor.config_loader import load_config
 from conductor.replay_store import ReplayStore
 from conductor.tasks.splits import configured_splits
+from tests.support.train_cli import run_train
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -32,12 +30,8 @@ OVERRIDES = ["run_name=refused", "sft.steps=20", "simulator.preset=paper-7", "si
 
 
 def test_a_refused_sandbox_is_an_infra_error_from_the_verifier_to_the_summary(tmp_path):
-    args = [sys.executable, "-m", "tests.support.without_user_namespaces", "-m", "cluster.train",
-            "--config", str(REPO / "configs/train-toy.yaml")]
-    for override in OVERRIDES:
-        args += ["--set", override]
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
-    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = run_train(tmp_path, REPO / "configs/train-toy.yaml", OVERRIDES,
+                     wrapper=("-m", "tests.support.without_user_namespaces"))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "refused" / "summary.json").read_text())
 

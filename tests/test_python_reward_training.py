@@ -8,15 +8,13 @@ The dataset holds the toy preset's own questions, so the simulated workers know 
 otherwise, so the records carry fractional rewards."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conductor.replay_store import ReplayStore
 from conductor.tasks.toy import toy_tasks
+from tests.support.train_cli import run_train
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -53,12 +51,7 @@ def test_a_reward_function_from_the_users_module_trains_a_conductor(tmp_path):
                             for t in toy_tasks(10, seed=0)))
     dataset = {"path": str(data), "fields": {"question": "question", "answer": "gold", "id": "key", "domain": "area"},
                "id_prefix": "", "instruction": "", "verifier": "python", "reward_function": "toy_reward:score"}
-    args = [sys.executable, "-m", "cluster.train", "--config", str(REPO / "configs/train-toy.yaml"),
-            "--set", f"data.datasets=[{json.dumps(dataset)}]"]
-    for override in OVERRIDES:
-        args += ["--set", override]
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
-    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = run_train(tmp_path, REPO / "configs/train-toy.yaml", [f"data.datasets=[{json.dumps(dataset)}]", *OVERRIDES])
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
 
     summary = json.loads((tmp_path / "runs" / "pyreward" / "summary.json").read_text())

@@ -5,9 +5,7 @@ endpoint, answering the official `openai` client with a trace of what it wrote. 
 `make results-smollm2` (docs/results/smollm2-paper7.md); this checks the path, not the result."""
 
 import json
-import os
 import secrets
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 from conductor.weight_transfer import free_port
 from conductor.workflow import parse_workflow
 from tests.support.served_process import start_process, stop_process
+from tests.support.train_cli import run_train
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -31,12 +30,8 @@ SHORT = ["run_name=smoke", "sft.steps=2", "sft.batch_size=4", "sft.targets_per_p
 def smoke_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("smollm2")
     (cwd / "runs").mkdir()
-    args = [sys.executable, "-m", "cluster.train", "--config", str(REPO / "configs/smollm2-paper7.yaml"),
-            "--set", f"simulator.data_dir={REPO.parent / 'shared' / 'data'}"]
-    for override in SHORT:
-        args += ["--set", override]
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+    done = run_train(cwd, REPO / "configs/smollm2-paper7.yaml",
+                     [f"simulator.data_dir={REPO.parent / 'shared' / 'data'}", *SHORT], timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return cwd / "runs" / "smoke", done.stdout
 

@@ -4,16 +4,14 @@ rollout actor, an engine and a learner rank under 20% injected worker faults."""
 
 import collections
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conductor.replay_store import ReplayStore
 from tests.support.toy_warm_start import TOY_WARM_START
+from tests.support.train_cli import run_train
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -27,11 +25,7 @@ def train(cwd, *overrides, timeout=900, warm=None):
     if warm is not None:
         name = next(o.split("=", 1)[1] for o in overrides if o.startswith("run_name="))
         shutil.copytree(warm, Path(cwd) / "runs" / name / "sft")
-    args = [sys.executable, "-m", "cluster.train", "--config", str(REPO / "configs/train-toy.yaml")]
-    for override in SMALL + list(overrides):
-        args += ["--set", override]
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return run_train(cwd, REPO / "configs/train-toy.yaml", SMALL + list(overrides), timeout=timeout)
 
 
 def trained_groups(run: Path) -> list[dict]:

@@ -4,16 +4,14 @@ saved outputs; a run whose format floor no policy meets rolls back and stops, an
 run learned until the floor acts. Resume: tests/test_cluster_job.py."""
 
 import json
-import os
 import random
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conductor.replay_store import ReplayStore
+from tests.support.train_cli import run_train
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -59,11 +57,7 @@ def independent_baselines(*overrides):
 
 
 def train(cwd, *overrides):
-    args = [sys.executable, "-m", "cluster.train", "--config", str(REPO / "configs/train-toy.yaml")]
-    for override in SMALL + list(overrides):
-        args += ["--set", override]
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return run_train(cwd, REPO / "configs/train-toy.yaml", SMALL + list(overrides), timeout=600)
 
 
 def test_train_writes_its_outputs(first):
