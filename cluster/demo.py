@@ -13,6 +13,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from cluster.cli_console import cli_console
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.episode import EpisodeRunner
@@ -89,7 +90,7 @@ async def run_demo(config: Config, console: Console) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     config = config_from_cli(argv, default_config="configs/demo.yaml", description=__doc__)
-    score = asyncio.run(run_demo(config, Console()))
+    score = asyncio.run(run_demo(config, cli_console()))
     return 0 if score is not None else 1
 
 

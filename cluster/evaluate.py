@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cluster.cli_console import cli_console
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.episode import EpisodeRunner
@@ -231,11 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     config = config_from_cli(argv, default_config="configs/eval-paper7.yaml", description=__doc__)
     command = "python -m cluster.evaluate " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:
-        console = Console()
-        run(config, console if console.is_terminal else Console(width=200), command)
+        run(config, cli_console(), command)
     except ValueError as exc:
-        # soft_wrap: the message stays whole, not broken at 80 columns in a pipe, wherever a long path ends
-        Console(stderr=True).print(f"[red]evaluate: {exc}[/]", soft_wrap=True)
+        cli_console(stderr=True).print(f"[red]evaluate: {exc}[/]")
         return 2
     return 0
 

@@ -23,6 +23,7 @@ import ray
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cluster.cli_console import cli_console
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from conductor.config import Config
@@ -122,7 +123,7 @@ def run(config: Config, console: Console) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     config = config_from_cli(argv, default_config="configs/rollouts-toy.yaml", description=__doc__)
-    console = Console()
+    console = cli_console()
     if not ready_to_start(config, console):
         return 2
     run(config, console)

@@ -31,6 +31,7 @@ from rich.console import Console
 
 from cluster import best_checkpoint as best
 from cluster import train_report as report
+from cluster.cli_console import cli_console
 from cluster.group_collector import GroupCollector
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
@@ -381,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the log is one line per step
-    console = Console(soft_wrap=True)
+    console = cli_console()
     if not ready_to_start(config, console):
         return 2
     try:
