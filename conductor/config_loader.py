@@ -4,6 +4,7 @@ and the one command-line shape every entry point shares (``--config FILE --set a
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,9 @@ import yaml
 from pydantic import ValidationError
 
 from conductor.config import Config
+
+SECRET_WORDS = ("key", "secret", "token", "password")
+CREDENTIALS_IN_URL = re.compile(r"//[^/@\s'\"]*@")  # https://user:pass@host
 
 
 class ConfigError(ValueError):
@@ -80,7 +84,7 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
         where = ".".join(str(p) for p in error["loc"]) or "<top level>"
         if error["type"] == "extra_forbidden":
             lines.append(f"  {where}: unknown key")
-        elif any(word in where.lower() for word in ("key", "secret", "token", "password")):
+        elif any(word in where.lower() for word in SECRET_WORDS) or CREDENTIALS_IN_URL.search(repr(error.get("input"))):
             lines.append(f"  {where}: {error['msg']} (value hidden)")
         else:
             lines.append(f"  {where}: {error['msg']} (got {error.get('input')!r})")

@@ -2,7 +2,8 @@
 JSON, Parquet or CSV file. Both become the same thing, a field map (conductor/tasks/field_map.py), so
 everything a map can get wrong is refused here, at config load, with the setting's name: a Python reward
 (``verifier: python``, ``reward_function: module:function``) is imported here too, so one that does not
-import or cannot take (task, response) fails before any actor starts."""
+import or cannot take (task, response) fails before any actor starts. A reward server (``verifier: http``,
+``reward_server: {url: ...}``) has its URL and settings checked here; it need not be up yet."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from pydantic import AfterValidator, Field, model_validator
 from conductor.config_section import Section
 from conductor.tasks.field_map import template_fields
 from conductor.verifiers import registry
+from conductor.verifiers.http_reward import RewardServer
 from conductor.verifiers.python_reward import check_reference
 from conductor.verifiers.registry import VerifierKind
 
 PresetName = Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "mbpp", "gpqa", "livecodebench"]
 Column = Annotated[str, Field(min_length=1)]
 Columns = Union[Column, Annotated[list[Column], Field(min_length=1)]]  # a list: the first column with a value
-FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "reward_function", "instruction", "meta")
+FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "reward_function", "reward_server",
+                  "instruction", "meta")
 RewardFunction = Annotated[str, AfterValidator(check_reference)]  # imported and its signature checked at load
 
 
@@ -51,6 +54,9 @@ class DatasetSpec(Section):
     reward_function: Optional[RewardFunction] = Field(
         default=None, description="with verifier python: the user's reward, 'module:function' importable from "
         "sys.path, called as f(task, response) -> a score in [0, 1] (conductor/verifiers/python_reward.py)")
+    reward_server: Optional[RewardServer] = Field(
+        default=None, description="with verifier http: the reward server that scores batches of answers, and "
+        "its timeout, retries and batching (conductor/verifiers/http_reward.py)")
     instruction: Optional[str] = Field(default=None, description="appended to each prompt; None: the "
                                        "verifier's own (its registry entry's), '': none")
     meta: Union[list[Column], dict[Column, Columns]] = Field(
@@ -81,6 +87,11 @@ class DatasetSpec(Section):
             raise ValueError("verifier python needs reward_function: 'module:function' (e.g. my_rewards:score)")
         if self.verifier != "python" and self.reward_function is not None:
             raise ValueError(f"reward_function is for verifier python; verifier {self.verifier} scores by itself")
+        if self.verifier == "http" and self.reward_server is None:
+            raise ValueError("verifier http needs reward_server: {url: http://host:port/path} (a server that "
+                             "scores batches of answers)")
+        if self.verifier != "http" and self.reward_server is not None:
+            raise ValueError(f"reward_server is for verifier http; verifier {self.verifier} scores by itself")
         verifier = registry.get(self.verifier)
         if verifier.reference and fields.answer is None:
             raise ValueError(f"fields.answer is required: verifier {self.verifier} scores against a reference")

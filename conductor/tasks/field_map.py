@@ -11,11 +11,14 @@ from __future__ import annotations
 import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from conductor.tasks.task import Task, VerifierKind
 from conductor.verifiers import registry
 from conductor.verifiers.multiple_choice import LETTERS
+
+if TYPE_CHECKING:
+    from conductor.verifiers.http_reward import RewardServer
 
 Row = dict[str, Any]
 Columns = tuple[str, ...]  # tried in order: the first with a value (not null, not "") is used
@@ -66,6 +69,7 @@ class FieldMap:
     meta: tuple[tuple[str, Columns], ...] = ()
     optional: frozenset[str] = frozenset()
     reward_function: Optional[str] = None  # verifier python: the user's "module:function"
+    reward_server: Optional[RewardServer] = None  # verifier http: the user's server
     transform: Optional[Transform] = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -191,5 +195,5 @@ def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source
         first_row[draft.id] = index + 1
         prompt = f"{draft.question}\n\n{instruction}" if instruction else draft.question
         tasks.append(Task(draft.id, draft.domain, prompt, draft.answer, draft.verifier, draft.meta,
-                          fields.reward_function))
+                          fields.reward_function, fields.reward_server))
     return tasks

@@ -59,6 +59,7 @@ def spec_field_map(spec: DatasetSpec) -> FieldMap:
                     answer=columns(fields and fields.answer), id=columns(fields and fields.id),
                     domain=columns(fields and fields.domain), domain_value=spec.domain, id_prefix=spec.id_prefix,
                     instruction=spec.instruction, reward_function=spec.reward_function,
+                    reward_server=spec.reward_server,
                     meta=tuple((key, tuple(cols)) for key, cols in spec.meta_columns().items()))
 
 

@@ -30,6 +30,7 @@ BUILTIN_MODULES = (  # in this order the names appear in messages
     "conductor.verifiers.kinds.text",
     "conductor.verifiers.kinds.code",
     "conductor.verifiers.kinds.user_function",
+    "conductor.verifiers.kinds.reward_server",
 )
 
 
