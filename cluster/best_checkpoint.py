@@ -75,7 +75,7 @@ def validation_row(step: int, result: RolloutStats) -> dict[str, Any]:
     return {"step": step, "val_accuracy": result.accuracy, "val_format_rate": result.format_rate,
             "val_reward": result.mean_reward, "val_worker_tokens": result.worker_tokens_per_rollout,
             "val_domain_accuracy": result.domain_accuracy, "val_domain_reward": result.domain_reward,
-            "val_domain_worker_tokens": result.domain_worker_tokens}
+            "val_domain_worker_tokens": result.domain_worker_tokens, "val_infra_errors": result.infra_errors}
 
 
 def adopt_basis(state: Any, basis: str) -> bool:

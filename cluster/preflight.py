@@ -1,13 +1,15 @@
 """What a run needs from outside the code, checked before it spends anything, every problem at once.
 
 A training job on a cluster meets its environment first: the output root and its credentials, the
-datasets, the policy's weights, the worker APIs' keys. Any of them missing used to surface minutes in, as
-a botocore or transformers traceback from whichever step touched it first. ``preflight`` looks at each
-cheaply (a listing, one small write and delete, an environment lookup) and returns one line per problem
-naming the config key, so a job fails in seconds with the whole list:
+datasets and their reward servers, the policy's weights, the worker APIs' keys. Any of them missing used
+to surface minutes in, as a botocore or transformers traceback from whichever step touched it first.
+``preflight`` looks at each cheaply (a listing, one small write and delete, an environment lookup, a
+connection) and returns one line per problem naming the config key, so a job fails in seconds with the
+whole list:
 
-    cannot start: 3 problem(s)
+    cannot start: 4 problem(s)
       output.dir s3://conductor-runs: no S3 credentials (set AWS_ACCESS_KEY_ID and ...)
+      data.datasets[1].reward_server.url http://10.0.0.5:8000/score: cannot connect (ConnectionRefusedError)
       policy.model_path /models/Qwen2.5-0.5B-Instruct: not found
       pool.providers[0] (openai): environment variable OPENAI_API_KEY is not set
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import uuid
 from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
@@ -27,6 +30,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from conductor.config import Config
+from conductor.verifiers.http_reward import RewardServer, shown_url
 from learner.gguf_policy import is_gguf_source, resolve_gguf
 
 CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL_S3 for a non-AWS "
@@ -36,6 +40,7 @@ CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_EN
 S3_QUICK = {"config_kwargs": {"connect_timeout": 5, "read_timeout": 15, "retries": {"max_attempts": 1}}}
 ACCESS_DENIED = ("accessdenied", "access denied", "invalidaccesskeyid", "signaturedoesnotmatch",
                  "signature we calculated", "forbidden")
+REWARD_SERVER_CONNECT_S = 5.0  # a reward server that takes no connection in this long is reported
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")  # "org/name": from_pretrained fetches it from the Hugging Face Hub
 
 
@@ -53,6 +58,8 @@ def preflight(config: Config) -> list[str]:
         problems += _writable("rollout.store_path", store_path, store_options)
     for index, spec in enumerate(config.data.datasets):
         problems += _readable(f"data.datasets[{index}].path", spec.path, None, file=True)  # read with env creds
+        if spec.reward_server is not None:
+            problems += _reward_server(f"data.datasets[{index}].reward_server", spec.reward_server)
     model = config.policy.model_path
     if is_gguf_source(model):
         try:
@@ -136,6 +143,20 @@ def _readable(key: str, url: str, options: Optional[dict[str, Any]], file: bool)
         return [f"{key} {shown}: cannot read ({_reason(exc)})"]
     wanted = "file" if file else "directory"
     return [] if kind == wanted else [f"{key} {shown}: not a {wanted}"]
+
+
+def _reward_server(key: str, server: RewardServer) -> list[str]:
+    """Its key's variable is set and it takes a connection (whether it scores is the run's to find out)."""
+    problems = []
+    if server.api_key_env and not os.environ.get(server.api_key_env):
+        problems.append(f"{key}.api_key_env: environment variable {server.api_key_env} is not set")
+    parts = urlsplit(server.url)
+    try:
+        socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
+                                 timeout=REWARD_SERVER_CONNECT_S).close()
+    except OSError as exc:
+        problems.append(f"{key}.url {shown_url(server.url)}: cannot connect ({type(exc).__name__})")
+    return problems
 
 
 def _shown(url: str) -> str:

@@ -159,6 +159,14 @@ def baseline_summary(baselines: dict[str, dict[str, float]]) -> dict[str, Any]:
             "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in routers.items()}}
 
 
+def unscored_summary(state: Any) -> dict[str, int]:
+    """The infrastructure errors of training's sampled rollouts and of every validation, beside the held-out
+    ones: unscored episodes (a worker outage, a refused sandbox, a reward that could not judge)."""
+    return {"train_rollouts": sum(row.get("rollouts", 0) for row in state.history),
+            "train_infra_errors": sum(row.get("infra_errors", 0) for row in state.history),
+            "val_infra_errors": sum(row.get("val_infra_errors", 0) for row in state.evals)}
+
+
 def write_summary(out: RunOutput, summary: dict[str, Any]) -> str:
     out.write_text("summary.json", text=json.dumps(summary, indent=2, sort_keys=True))
     return out.path("summary.json")
@@ -175,8 +183,8 @@ def warn_local_output(out: RunOutput, nodes: int, console: Console) -> None:
 def warn_infra_errors(console: Console, what: str, count: int) -> None:
     """Infra errors are excluded from accuracy, so they shrink its denominator: say so, loudly."""
     if count:
-        console.print(f"[yellow]{what}: {count} question(s) unscored (infrastructure errors: worker outages "
-                      "or a sandbox that refused to run); accuracy is over the rest[/]")
+        console.print(f"[yellow]{what}: {count} question(s) unscored (infrastructure errors: worker outages, "
+                      "a sandbox that refused to run or a reward that could not judge); accuracy is over the rest[/]")
 
 
 def best_validation(state: Any) -> dict[str, Any]:
@@ -200,7 +208,7 @@ def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[A
         "sandbox_isolation": host_isolation(), "code_isolation_required": config.verifier.require_code_isolation,
         "steps": state.step, "best_step": state.best_step, "best_by": config.train.best_by,
         **best_validation(state),
-        "rollbacks": state.rollbacks, "policy_version": state.version,
+        **unscored_summary(state), "rollbacks": state.rollbacks, "policy_version": state.version,
         "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
         "grpo_seconds": state.wall_seconds, **run_throughput(state.history, state.wall_seconds), **facts}
     if config.train.plot and state.history:

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
+from cluster.preflight import preflight
 from conductor.call_batcher import CallBatcher
 from conductor.config_loader import ConfigError, load_config
 from conductor.episode import EpisodeResult
@@ -57,6 +58,13 @@ def score_all(tasks, responses, threads: int = 16):
         return await asyncio.gather(*(scorer.score(t, episode(r)) for t, r in zip(tasks, responses)))
 
     return asyncio.run(run())
+
+
+def free_port() -> int:
+    """A port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def test_a_faulty_server_never_has_a_failed_call_scored_and_retries_recover_its_batch_faults(tmp_path):
@@ -130,9 +138,7 @@ def test_the_verifier_and_its_server_come_together(tmp_path, change, message):
 
 
 def test_the_server_need_not_be_up_at_load_and_one_that_is_down_is_an_infra_error_after_the_retries(tmp_path):
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     [task, *_] = tasks_of(tmp_path, dataset(tmp_path, f"http://127.0.0.1:{port}/score?token=abc", retries=2,
                                             backoff_base_s=0.01))
     verdict = verify(task, "Answer: 0")
@@ -140,6 +146,24 @@ def test_the_server_need_not_be_up_at_load_and_one_that_is_down_is_an_infra_erro
     assert verdict.infra_error == (f"reward server http://127.0.0.1:{port}/score: connection failed (ConnectError) "
                                    "(3 tries)")  # the query, where a token may be, is never shown
     assert "token=abc" not in repr(task)
+
+
+def test_preflight_names_a_server_that_takes_no_connection_and_a_key_that_is_not_set(tmp_path, monkeypatch):
+    monkeypatch.delenv("REWARD_KEY", raising=False)
+    port = free_port()
+    down = dataset(tmp_path, f"http://127.0.0.1:{port}/score?token=abc", api_key_env="REWARD_KEY")
+
+    def problems(entry):
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump({"data": {"datasets": [entry]}, "output": {"dir": str(tmp_path / "out")}}))
+        return preflight(load_config(path))
+
+    assert problems(down) == [
+        "data.datasets[0].reward_server.api_key_env: environment variable REWARD_KEY is not set",
+        f"data.datasets[0].reward_server.url http://127.0.0.1:{port}/score: cannot connect (ConnectionRefusedError)"]
+    monkeypatch.setenv("REWARD_KEY", SECRET)
+    with FaultyRewardServer() as server:
+        assert problems(dataset(tmp_path, server.url, api_key_env="REWARD_KEY")) == []
 
 
 def test_a_refused_request_fails_fast_and_the_key_is_sent_but_never_shown(tmp_path, monkeypatch, caplog):
