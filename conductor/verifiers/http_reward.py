@@ -8,7 +8,8 @@ The wire contract. Each request is one POST to ``url`` of ``Content-Type: applic
 
 ``question`` is the prompt as the workers got it (the answer-format instruction included), ``answer`` the
 reference ("" where the field map names none), ``response`` the episode's final answer (never empty) and
-``meta`` the entry's meta columns. A request holds 1 to ``batch_size`` items. The answer is a 200 with::
+``meta`` the entry's meta columns. A request holds 1 to ``batch_size`` items. The answer is a 200 (any
+2xx) with::
 
     {"scores": [1.0, 0.25, null, ...]}
 
@@ -27,8 +28,8 @@ What comes of each answer (never a wrong answer for a call that failed):
   whole batch is sent again, up to ``retries`` times, after a backoff with full jitter
   (conductor/retry_policy.py; a 429's or 503's Retry-After is honoured, capped at ``backoff_max_s``);
   when the last try fails, every item of the batch is an infrastructure error;
-- any other 4xx (a bad request, a refused key, a wrong path) or 3xx: not retried, every item of the
-  batch an infrastructure error.
+- any other 4xx (a bad request, a refused key, a wrong path) or a 3xx (redirects are not followed): not
+  retried, every item of the batch an infrastructure error. Any 2xx is read as the answer.
 
 Batching. The scorer verifies episodes on threads (conductor/episode_score.py); concurrent checks for one
 server are gathered into one POST of up to ``batch_size`` items, or what arrived within ``batch_wait_s`` of
@@ -155,8 +156,10 @@ class RewardServerClient:
                       self.server.retries + 1)
             if not failure.retryable:
                 break
-        tries = "1 try" if attempt == 0 else f"{attempt + 1} tries"
-        return [Outcome(None, f"{failure.message} ({tries})", failure.kind)] * len(items)
+        problem = failure.message
+        if failure.retryable:
+            problem += " (1 try)" if attempt == 0 else f" ({attempt + 1} tries)"
+        return [Outcome(None, problem, failure.kind)] * len(items)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -180,9 +183,9 @@ class RewardServerClient:
         if status in RETRYABLE_STATUS or status >= 500:
             return Failure("server_error", True, f"HTTP {status}", status,
                            retry_after_seconds(response.headers, self.server.backoff_max_s)), []
-        if status != 200:
-            return Failure("refused", False, f"HTTP {status} (the server refused the request; a 4xx is not "
-                           "retried)", status), []
+        if not 200 <= status < 300:
+            why = "redirects are not followed" if 300 <= status < 400 else "the server refused the request"
+            return Failure("refused", False, f"HTTP {status} ({why}; not retried)", status), []
         try:
             scores = response.json().get("scores")
         except (ValueError, AttributeError):  # not JSON, or JSON that is not an object

@@ -9,7 +9,7 @@ It injects faults deterministically by seed:
   a scores list one short). A retry is another POST, so it is answered on its own turn.
 - an item whose (seed, id, response) hashes under ``item_fault_rate`` is never judged: its score is null,
   NaN, 1.5 or "yes", every time it is asked (``ITEM_FAULTS``; ``item_fault`` says which items), so it can
-  only be an infrastructure error.
+  only be an infrastructure error; so is every answer to a question in ``unjudged_ids``.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class FaultyRewardServer:
                  api_key: Optional[str] = None, refuse_status: Optional[int] = None):
         self.seed, self.period, self.item_fault_rate, self.hang_s = seed, period, item_fault_rate, hang_s
         self.api_key, self.refuse_status = api_key, refuse_status
+        self.unjudged_ids: set[str] = set()
         self.requests: list[list[dict[str, Any]]] = []
         self.faults: list[tuple[str, tuple[str, ...]]] = []
         self.headers_seen: list[dict[str, str]] = []
@@ -74,6 +75,8 @@ class FaultyRewardServer:
 
     def item_fault(self, item: dict[str, Any]) -> tuple[bool, Any]:
         """(True, the bad score) for an item (its ``id`` and ``response``) the server never judges."""
+        if item["id"] in self.unjudged_ids:
+            return True, None
         digest = hashlib.sha256(f"{self.seed}\0{item['id']}\0{item['response']}".encode()).digest()
         draw = int.from_bytes(digest[:8], "big") / 2**64
         if draw >= self.item_fault_rate:
