@@ -272,3 +272,23 @@ def test_a_process_that_cannot_import_the_reward_fails_when_its_rollouts_start(t
     with pytest.raises(python_reward.RewardImportError, match=rf"reward function '{user_module}:share' in this "
                        r"process: cannot import .*ship the module with the job"):
         RolloutRunner(config, FakeTokenizer(), FixedRouter(lambda: 0), ScriptedPool({}))
+
+
+def test_a_reward_named_by_its_file_path_loads_from_the_working_directory(tmp_path, monkeypatch):
+    folder = tmp_path / "my-task"  # a folder name that is no module name: only the path form reaches it
+    folder.mkdir()
+    (folder / "scoring.py").write_text(REWARDS)
+    monkeypatch.chdir(tmp_path)
+    reference = "my-task/scoring.py:last_line"
+    assert python_reward.check_reference(reference) == reference
+    [spec] = config_with(tmp_path, entry(tmp_path, reference)).data.datasets
+    task = load_tasks(spec)[0]
+    assert verify(task, "working\nAnswer: " + task.answer).score == 1.0
+    assert not verify(task, "Answer: something else").correct
+    assert python_reward.resolve("my-task/scoring.py:Judge.score")(task, "x") == 1.0
+    for reference, message in [("my-task/absent.py:score", "no file my-task/absent.py"),
+                               ("my-task/scoring.py:absent", "has no 'absent'"),
+                               ("my-task/scoring.py:", "is not 'module:function' or 'path/to/file.py:function'"),
+                               ("my-task/scoring:score", "is not 'module:function'")]:
+        with pytest.raises(python_reward.RewardImportError, match=re.escape(message)):
+            python_reward.check_reference(reference)

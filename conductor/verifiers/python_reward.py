@@ -1,5 +1,7 @@
 """A user's own reward: a Python function named ``module:function`` in a dataset entry
-(``verifier: python``, ``reward_function: my_rewards:score``), imported from the user's code.
+(``verifier: python``, ``reward_function: my_rewards:score``), imported from the user's code; or named by
+its file, ``path/to/my_rewards.py:score`` (a relative path is from the working directory; the file's
+folder is not put on ``sys.path``, so it imports its neighbours only if they are importable anyway).
 
 The contract::
 
@@ -30,14 +32,18 @@ the reward keeps the whole fraction GRPO learns from.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import inspect
 import logging
 import math
 import numbers
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from copy import deepcopy
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -62,18 +68,39 @@ class RewardImportError(ValueError):
 
 
 def split_reference(reference: str) -> tuple[str, str]:
-    """``"pkg.module:function"`` -> ("pkg.module", "function"); the function part may be dotted (Class.method)."""
-    module, sep, name = reference.partition(":")
-    parts = [*module.split("."), *name.split(".")]
-    if not sep or not all(part.isidentifier() for part in parts):
-        raise RewardImportError(f"{reference!r} is not 'module:function' (e.g. 'my_rewards:score')")
+    """``"pkg.module:function"`` -> ("pkg.module", "function"); ``"path/to/rewards.py:function"`` -> (the
+    path, "function"). The function part may be dotted (Class.method)."""
+    module, sep, name = reference.rpartition(":")
+    from_file = module.endswith(".py")
+    parts = [*name.split("."), *([] if from_file else module.split("."))]
+    if not sep or not module or not all(part.isidentifier() for part in parts):
+        raise RewardImportError(f"{reference!r} is not 'module:function' or 'path/to/file.py:function' "
+                                "(e.g. 'my_rewards:score')")
     return module, name
+
+
+def _load_module(module_name: str) -> Any:
+    """A module by name from sys.path, or a .py file by its path (relative: to the working directory, which
+    on a Ray cluster is the job's uploaded working_dir in every actor)."""
+    if not module_name.endswith(".py"):
+        return importlib.import_module(module_name)
+    path = Path(module_name).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no file {module_name} (from {Path.cwd()})")
+    unique = "conductor_reward_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+    module = sys.modules.get(unique)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(unique, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[unique] = module  # after it ran: a module that failed is tried again, not half-used
+    return module
 
 
 def _import(reference: str) -> Callable[..., Any]:
     module_name, name = split_reference(reference)
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = _load_module(module_name)
     except Exception as exc:  # the user's module: any error at import (a missing dependency, a syntax error)
         raise RewardImportError(f"cannot import {module_name!r}: {_describe(exc)}") from None
     for part in name.split("."):
