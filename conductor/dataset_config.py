@@ -21,6 +21,9 @@ Column = Annotated[str, Field(min_length=1)]
 Columns = Union[Column, Annotated[list[Column], Field(min_length=1)]]  # a list: the first column with a value
 FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "reward_function", "instruction", "meta")
 RewardFunction = Annotated[str, AfterValidator(check_reference)]  # imported and its signature checked at load
+Scalar = Union[str, int, float, bool, None]
+FilterValues = Annotated[list[Scalar], Field(min_length=1)]
+ReasonedValues = Annotated[dict[Union[int, float, str], str], Field(min_length=1)]  # {value: why it is left out}
 
 
 class DatasetFields(Section):
@@ -44,7 +47,8 @@ class DatasetSpec(Section):
     fields: Optional[DatasetFields] = None
     template: Optional[str] = Field(default=None, description="the question as a str.format template over "
                                     "columns, e.g. '{title}\\n\\n{body}' (in place of fields.question)")
-    domain: Optional[str] = Field(default=None, min_length=1, description="a constant domain (or fields.domain)")
+    domain: Optional[str] = Field(default=None, min_length=1, description="a constant domain (or fields.domain); "
+                                  "with a format, renames the preset's (and so its ids and option orders)")
     id_prefix: Optional[str] = Field(default=None, description="put before each id; None: '{domain}/'")
     verifier: Optional[VerifierKind] = Field(default=None, description="how an answer is scored: a name in "
                                              "the verifier registry (conductor/verifiers/registry.py)")
@@ -56,11 +60,20 @@ class DatasetSpec(Section):
     meta: Union[list[Column], dict[Column, Columns]] = Field(
         default_factory=list, description="columns passed into Task.meta as they are: a list keeps their "
         "names, a mapping renames them ({meta key: column})")
+    include: dict[Column, FilterValues] = Field(
+        default_factory=dict, description="keep only the rows whose column holds one of these values "
+        "({column: [values]}, compared as text); before the field map, so row-index ids count the rows kept")
+    exclude: dict[Column, Union[FilterValues, ReasonedValues]] = Field(
+        default_factory=dict, description="drop the rows whose column holds one of these values: a list, or "
+        "{value: why it is left out}")
+    drop_duplicates: list[Column] = Field(default_factory=list, description="after include/exclude, keep only the "
+                                          "first row of each combination of these columns' values")
 
     @model_validator(mode="after")
     def _one_layout(self) -> DatasetSpec:
         given = [key for key in FIELD_MAP_KEYS if key in self.model_fields_set]
         if self.format is not None:
+            given = [key for key in given if key != "domain"]  # a new name for the preset's constant domain
             if given:
                 raise ValueError(f"format {self.format} is a built-in field map; give it or {', '.join(given)} "
                                  "(a field map of your own), not both")

@@ -126,8 +126,8 @@ def test_bad_rows_fail_at_load_naming_file_row_and_field(tmp_path, rows, entry, 
 
 @pytest.mark.parametrize("entry, message", [
     ({}, r"data\.datasets\.0: .*give format \(a built-in: math500.*\) or a field map"),
-    ({"format": "math500", "domain": "algebra"},
-     r"format math500 is a built-in field map; give it or domain \(a field map of your own\), not both"),
+    ({"format": "math500", "domain": "algebra", "template": "{problem}"},
+     r"format math500 is a built-in field map; give it or template \(a field map of your own\), not both"),
     ({"format": "mmlu", "fields": {"question": "q"}, "verifier": "choice"},
      r"format mmlu is a built-in field map; give it or fields, verifier"),
     ({"format": "trivia"}, r"data\.datasets\.0\.format: Input should be 'math500'"),
