@@ -3,12 +3,18 @@
 ``toy`` and ``paper-7`` ship as conductor/simulator/presets_yaml/<name>.yaml (package data), so a user's own
 line-up is a copy of one with the numbers changed: ``simulator.preset`` takes either name or the path of a
 file ending in .yaml/.yml, and a wrong one fails when the config loads, not when the simulator starts.
+
+A task set is ``data.datasets`` entries, whose ``path`` and ``limit`` may name a ``simulator`` setting in
+braces, filled in from the run's config: ``path: "{data_dir}/math500.jsonl"``, ``limit: "{mmlu_items}"``. So
+a shipped preset finds ``simulator.data_dir`` (../shared/data) without an absolute path, and a run sizes it.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -18,6 +24,8 @@ from conductor.dataset_config import DatasetSpec
 
 SHIPPED_DIR = Path(__file__).parent / "presets_yaml"
 SHIPPED = ("toy", "paper-7")
+SETTING_KEYS = ("path", "limit")  # the entry keys that may name a simulator setting; a template's braces are columns
+SETTING = re.compile(r"\{(\w+)\}")
 
 
 class PresetWorker(Section):
@@ -52,17 +60,54 @@ class PresetWorker(Section):
 
 
 class TaskSource(Section):
-    """Where a task set comes from: a built-in set by name (sized by ``simulator.toy_items_per_domain``,
-    ``mmlu_items``, ``data_dir`` and ``seed``), or dataset files listed as ``data.datasets`` entries are."""
+    """Where a task set comes from: the generated ``toy`` tasks (conductor/tasks/toy.py, sized by
+    ``simulator.toy_items_per_domain`` and seeded by ``simulator.seed``), or dataset files listed as
+    ``data.datasets`` entries are (checked once their settings are filled in: ``preset_datasets``)."""
 
-    builtin: Optional[Literal["toy", "paper-7", "paper-7-unseen"]] = None
-    datasets: list[DatasetSpec] = Field(default_factory=list)
+    builtin: Optional[Literal["toy"]] = None
+    datasets: list[dict[str, Any]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one_source(self) -> TaskSource:
         if (self.builtin is None) == (not self.datasets):
-            raise ValueError("give builtin (toy, paper-7, paper-7-unseen) or datasets, one of them")
+            raise ValueError("give builtin (toy) or datasets, one of them")
         return self
+
+
+def _fill(value: Any, settings: Mapping[str, Any], key: str) -> Any:
+    """``"{name}"`` alone becomes the setting's value as it is (a number stays a number); inside a longer
+    string, its text."""
+    if not isinstance(value, str):
+        return value
+    for name in SETTING.findall(value):
+        if name not in settings:
+            raise ValueError(f"{key}: {{{name}}} is not a simulator setting (known: {', '.join(sorted(settings))})")
+    whole = SETTING.fullmatch(value)
+    if whole:
+        return settings[whole.group(1)]
+    return SETTING.sub(lambda match: str(settings[match.group(1)]), value)
+
+
+def preset_datasets(source: TaskSource, settings: Mapping[str, Any], where: str) -> list[DatasetSpec]:
+    """The set's entries with their ``{setting}`` placeholders filled in, each checked as a ``data.datasets``
+    entry; ValueError naming ``where`` (e.g. 'unseen'), the entry's index and its key."""
+    scalars = {name: value for name, value in settings.items() if isinstance(value, (str, int, float, bool))}
+    specs = []
+    for index, entry in enumerate(source.datasets):
+        at = f"{where}.datasets.{index}"
+        try:
+            filled = {key: _fill(value, scalars, key) if key in SETTING_KEYS else value for key, value in entry.items()}
+            specs.append(DatasetSpec.model_validate(filled))
+        except ValidationError as exc:
+            raise ValueError(f"{at}: {_problems(exc)}") from None
+        except ValueError as exc:
+            raise ValueError(f"{at}.{exc}") from None
+    return specs
+
+
+def _problems(exc: ValidationError) -> str:
+    """One short line a problem, as the config loader prints them."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '<top>'}: {e['msg']}" for e in exc.errors())
 
 
 class PresetFile(Section):
@@ -103,8 +148,7 @@ def read_preset_file(preset: str) -> PresetFile:
     path = preset_path(preset)
     try:
         return PresetFile.model_validate(yaml.safe_load(path.read_text()) or {})
-    except ValidationError as exc:  # one short line a problem, as the config loader prints them
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<top>'}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"preset file {path}: {problems}") from None
+    except ValidationError as exc:
+        raise ValueError(f"preset file {path}: {_problems(exc)}") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"preset file {path}: {exc}") from None

@@ -9,13 +9,11 @@ schema; this module turns a file into the ``SimPreset`` the simulator, oracle an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from conductor.config import PoolConfig, ProviderSpec, SimulatorConfig, WorkerSpec
-from conductor.simulator.preset_file import PresetFile, TaskSource, read_preset_file
-from conductor.simulator.unseen import UNSEEN_SUBJECTS, unseen_accuracy, unseen_tasks
-from conductor.tasks.formats import preset_tasks
-from conductor.tasks.loader import load_tasks, read_rows
+from conductor.simulator.preset_file import PresetFile, TaskSource, preset_datasets, read_preset_file
+from conductor.simulator.unseen import unseen_accuracy
+from conductor.tasks.loader import load_tasks
 from conductor.tasks.task import Task
 from conductor.tasks.toy import toy_tasks
 
@@ -42,24 +40,19 @@ class SimPreset:
     unseen: tuple[Task, ...] = field(default=(), repr=False)  # known and calibrated, never trained on
 
 
-def paper7_tasks(data_dir: str, mmlu_items: int, seed: int) -> tuple[Task, ...]:
-    """The first ``mmlu_items`` MMLU rows outside the unseen subjects (ids keep their row index); for
-    ``mmlu_items`` <= 1,333 that filter is a no-op, as every unseen subject lies further down the file."""
-    root = Path(data_dir)
-    mmlu = [t for t in preset_tasks(read_rows(str(root / "mmlu_stem.jsonl")), "mmlu", seed)
-            if t.meta["subject"] not in UNSEEN_SUBJECTS][:mmlu_items]
-    return tuple(preset_tasks(read_rows(str(root / "math500.jsonl")), "math500", seed)
-                 + mmlu + preset_tasks(read_rows(str(root / "humaneval.jsonl.gz")), "humaneval", seed))
-
-
-def _task_set(source: TaskSource, config: SimulatorConfig) -> tuple[Task, ...]:
+def _task_set(source: TaskSource, config: SimulatorConfig, where: str) -> tuple[Task, ...]:
     if source.builtin == "toy":
         return tuple(toy_tasks(config.toy_items_per_domain, config.seed))
-    if source.builtin == "paper-7":
-        return paper7_tasks(config.data_dir, config.mmlu_items, config.seed)
-    if source.builtin == "paper-7-unseen":
-        return unseen_tasks(config.data_dir, config.seed)
-    return tuple(task for spec in source.datasets for task in load_tasks(spec))
+    tasks: list[Task] = []
+    for index, spec in enumerate(preset_datasets(source, config.model_dump(), where)):
+        try:
+            tasks += load_tasks(spec)
+        except FileNotFoundError:
+            given = source.datasets[index]["path"]
+            how = f" ({given} with simulator.data_dir={config.data_dir})" if "{data_dir}" in given else ""
+            raise FileNotFoundError(f"simulator.preset {config.preset}: {where}.datasets.{index}.path {spec.path}"
+                                    f"{how}: not found") from None
+    return tuple(tasks)
 
 
 def preset_workers(spec: PresetFile) -> tuple[SimWorker, ...]:
@@ -74,8 +67,8 @@ def preset_workers(spec: PresetFile) -> tuple[SimWorker, ...]:
 def load_preset(config: SimulatorConfig) -> SimPreset:
     spec = read_preset_file(config.preset)
     workers = preset_workers(spec)
-    tasks = _task_set(spec.tasks, config)
-    unseen = _task_set(spec.unseen, config) if spec.unseen else ()
+    tasks = _task_set(spec.tasks, config, "tasks")
+    unseen = _task_set(spec.unseen, config, "unseen") if spec.unseen else ()
     for domain in sorted({t.domain for t in tasks + unseen}):  # an uncalibrated domain would score 0 unseen
         missing = [w.name for w in workers if domain not in w.accuracy]
         if missing:
