@@ -27,6 +27,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from conductor.config import Config
+from conductor.simulator.preset_file import preset_datasets, read_preset_file
 from learner.gguf_policy import is_gguf_source, resolve_gguf
 
 CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL_S3 for a non-AWS "
@@ -53,6 +54,8 @@ def preflight(config: Config) -> list[str]:
         problems += _writable("rollout.store_path", store_path, store_options)
     for index, spec in enumerate(config.data.datasets):
         problems += _readable(f"data.datasets[{index}].path", spec.path, None, file=True)  # read with env creds
+    if not (config.data.datasets and config.pool.workers):  # the simulated preset's task files are read
+        problems += _preset_files(config)
     model = config.policy.model_path
     if is_gguf_source(model):
         try:
@@ -66,6 +69,17 @@ def preflight(config: Config) -> list[str]:
         if provider.id in used and provider.api_key_env and not os.environ.get(provider.api_key_env):
             problems.append(f"pool.providers[{index}] ({provider.id}): environment variable "
                             f"{provider.api_key_env} is not set")
+    return problems
+
+
+def _preset_files(config: Config) -> list[str]:
+    """The files of the simulator preset's task sets, their ``{data_dir}`` filled in."""
+    problems, preset = [], config.simulator.preset
+    spec = read_preset_file(preset)
+    for where, source in (("tasks", spec.tasks), ("unseen", spec.unseen)):
+        for index, entry in enumerate(preset_datasets(source, config.simulator.model_dump(), where) if source else ()):
+            problems += _readable(f"simulator.preset {preset}: {where}.datasets[{index}].path", entry.path, None,
+                                  file=True)
     return problems
 
 

@@ -53,6 +53,16 @@ def test_every_problem_is_listed_by_its_config_key(tmp_path, monkeypatch):
         require(config)
 
 
+def test_a_simulated_presets_data_files_are_checked_through_its_data_dir(tmp_path, shared_data):
+    """paper-7's task sets are data entries under simulator.data_dir: a wrong one names each file and entry."""
+    config = config_with(tmp_path, "simulator.preset=paper-7", f"simulator.data_dir={tmp_path}/nowhere")
+    problems = preflight(config)
+    assert len(problems) == 6 and problems[0] == (f"simulator.preset paper-7: tasks.datasets[0].path "
+                                                  f"{tmp_path}/nowhere/math500.jsonl: not found")
+    assert problems[5].startswith("simulator.preset paper-7: unseen.datasets[2].path ") and "mbpp" in problems[5]
+    assert preflight(config_with(tmp_path, "simulator.preset=paper-7", f"simulator.data_dir={shared_data}")) == []
+
+
 def test_s3_a_missing_bucket_wrong_keys_and_no_keys(s3_server, tmp_path, monkeypatch):
     fs = s3fs.S3FileSystem(**s3_server.storage_options)
     fs.mkdirs("preflight", exist_ok=True)
