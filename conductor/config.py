@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
+from conductor.calibrate_config import CalibrateConfig
 from conductor.config_section import Section
 from conductor.dataset_config import DatasetSpec as DatasetSpec
 from conductor.evaluation.registry import MethodName
@@ -345,6 +346,7 @@ class Config(Section):
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    calibrate: CalibrateConfig = Field(default_factory=CalibrateConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
 
     @model_validator(mode="after")

@@ -36,7 +36,7 @@ class PresetWorker(Section):
     description: str = Field(min_length=1, description="what the Conductor's prompt says the worker is good at")
     accuracy: Optional[dict[str, float]] = Field(default=None, description="{domain: P(right)}, 0-1")
     accuracy_percent: Optional[dict[str, float]] = Field(default=None, description="{domain: P(right) in %}")
-    latency_ms: float = Field(default=50.0, ge=0, description="median latency of one answer")
+    latency_ms: float = Field(default=50.0, ge=0, description="mean latency of one answer (log-normal)")
     latency_sigma: float = Field(default=0.5, ge=0, description="log-normal spread of the latency")
     price_in_per_m: float = Field(default=0.0, ge=0, description="USD per 1M prompt tokens")
     price_out_per_m: float = Field(default=0.0, ge=0, description="USD per 1M completion tokens")
