@@ -64,7 +64,7 @@ def preflight(config: Config) -> list[str]:
             problems.append(f"policy.model_path {model}: {exc}")
     elif model and not (HUB_ID.match(model) and not os.path.exists(model)):
         problems += _readable("policy.model_path", model, output_options, file=False)
-    used = {worker.provider for worker in config.pool.workers}  # no workers: the simulated pool replaces it
+    used = {worker.provider for worker in (*config.pool.workers, *config.pool.judges)}  # none: the simulated pool
     for index, provider in enumerate(config.pool.providers):
         if provider.id in used and provider.api_key_env and not os.environ.get(provider.api_key_env):
             problems.append(f"pool.providers[{index}] ({provider.id}): environment variable "

@@ -1,8 +1,8 @@
-"""A simulated orchestra as a YAML file: its workers, error correlation and task sets, in one typed schema.
+"""A simulated orchestra as a YAML file: its workers, judge, error correlation and task sets, in one typed schema.
 
-``toy`` and ``paper-7`` ship as conductor/simulator/presets_yaml/<name>.yaml (package data), so a user's own
-line-up is a copy of one with the numbers changed: ``simulator.preset`` takes either name or the path of a
-file ending in .yaml/.yml, and a wrong one fails when the config loads, not when the simulator starts.
+``toy``, ``paper-7`` and ``toy-judged`` ship as conductor/simulator/presets_yaml/<name>.yaml (package data), so
+a user's own line-up is a copy of one with the numbers changed: ``simulator.preset`` takes a shipped name or the
+path of a file ending in .yaml/.yml, and a wrong one fails when the config loads, not when the simulator starts.
 
 A task set is ``data.datasets`` entries, whose ``path`` and ``limit`` may name a ``simulator`` setting in
 braces, filled in from the run's config: ``path: "{data_dir}/math500.jsonl"``, ``limit: "{mmlu_items}"``. So
@@ -23,7 +23,7 @@ from conductor.config_section import Section
 from conductor.dataset_config import DatasetSpec
 
 SHIPPED_DIR = Path(__file__).parent / "presets_yaml"
-SHIPPED = ("toy", "paper-7")
+SHIPPED = ("toy", "paper-7", "toy-judged")
 SETTING_KEYS = ("path", "limit")  # the entry keys that may name a simulator setting; a template's braces are columns
 SETTING = re.compile(r"\{(\w+)\}")
 
@@ -59,18 +59,33 @@ class PresetWorker(Section):
         return {domain: value / 100 for domain, value in (self.accuracy_percent or {}).items()}
 
 
-class TaskSource(Section):
-    """Where a task set comes from: the generated ``toy`` tasks (conductor/tasks/toy.py, sized by
-    ``simulator.toy_items_per_domain`` and seeded by ``simulator.seed``), or dataset files listed as
-    ``data.datasets`` entries are (checked once their settings are filled in: ``preset_datasets``)."""
+class PresetJudge(Section):
+    """The pool's simulated judge (conductor/simulator/judge.py): called only to grade judged tasks
+    (``verifier: judge``), never shown to the Conductor. It knows each item's truth and errs at ``error_rate``."""
 
-    builtin: Optional[Literal["toy"]] = None
+    name: str = Field(min_length=1)
+    description: str = Field(default="grades answers against a rubric", min_length=1)
+    error_rate: float = Field(default=0.05, ge=0, le=1, description="P(its verdict is the wrong way round)")
+    unparseable_rate: float = Field(default=0.0, ge=0, le=1, description="P(a reply with no score line)")
+    latency_ms: float = Field(default=50.0, ge=0, description="median latency of one verdict")
+    latency_sigma: float = Field(default=0.5, ge=0, description="log-normal spread of the latency")
+    price_in_per_m: float = Field(default=0.0, ge=0, description="USD per 1M prompt tokens")
+    price_out_per_m: float = Field(default=0.0, ge=0, description="USD per 1M completion tokens")
+
+
+class TaskSource(Section):
+    """Where a task set comes from: a generated or packaged set by name (``toy``: conductor/tasks/toy.py, sized
+    by ``simulator.toy_items_per_domain`` and seeded by ``simulator.seed``; ``open-ended``: the judged set of
+    conductor/tasks/open_ended.py), or dataset files listed as ``data.datasets`` entries are (checked once
+    their settings are filled in: ``preset_datasets``)."""
+
+    builtin: Optional[Literal["toy", "open-ended"]] = None
     datasets: list[dict[str, Any]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one_source(self) -> TaskSource:
         if (self.builtin is None) == (not self.datasets):
-            raise ValueError("give builtin (toy) or datasets, one of them")
+            raise ValueError("give builtin (toy, open-ended) or datasets, one of them")
         return self
 
 
@@ -121,12 +136,13 @@ class PresetFile(Section):
         "seen ones (conductor/simulator/unseen.py); none: the workers list them")
     tasks: TaskSource
     unseen: Optional[TaskSource] = None
+    judge: Optional[PresetJudge] = Field(default=None, description="grades judged tasks; none: the pool has no judge")
 
     @model_validator(mode="after")
     def _names_and_rates(self) -> PresetFile:
-        names = [w.name for w in self.workers]
+        names = [w.name for w in self.workers] + ([self.judge.name] if self.judge else [])
         if len(set(names)) != len(names):
-            raise ValueError(f"worker names repeat: {names}")
+            raise ValueError(f"worker names repeat (the judge's included): {names}")
         for domain, rho in self.error_correlation.items():
             if not 0 <= rho <= 1:
                 raise ValueError(f"error_correlation for {domain} is {rho}, outside 0-1")
