@@ -28,7 +28,7 @@ class FaultRates(Section):
 
 
 class SimulatorConfig(Section):
-    preset: str = Field(default="toy", description="toy, paper-7 (shipped YAML presets) or the path of "
+    preset: str = Field(default="toy", description="toy, paper-7, toy-judged (shipped YAML presets) or the path of "
                         "your own preset file ending in .yaml (schema: conductor/simulator/preset_file.py)")
     seed: int = 0
     host: str = "127.0.0.1"
