@@ -1,6 +1,6 @@
 """What a batch of rollout records says, as numbers: the per-step log line, the rollouts command's
 summary and the evaluations all use this one definition. Infrastructure errors are counted, never
-scored."""
+scored. A judge's calls, tokens and $ (judged kinds) are figures of their own, in no worker figure."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ class RolloutStats:
     domain_accuracy: float = 0.0         # the mean over domains of each domain's accuracy
     domain_reward: float = 0.0           # the same for the reward: an evaluation report's "average"
     domain_worker_tokens: float = 0.0    # the same for worker tokens per question (the report's tokens column)
+    judge_calls_per_rollout: float = 0.0
+    judge_tokens_per_rollout: float = 0.0
+    judge_cost_usd_per_rollout: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -60,4 +63,7 @@ def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
         cost_usd_per_rollout=sum(r.cost_usd for r in records) / max(1, len(records)),
         domain_accuracy=domain_mean(scored, lambda r: float(r.correct)),
         domain_reward=domain_mean(scored, lambda r: r.reward or 0.0),
-        domain_worker_tokens=domain_mean(records, worker_tokens))
+        domain_worker_tokens=domain_mean(records, worker_tokens),
+        judge_calls_per_rollout=sum(r.judge_calls for r in records) / max(1, len(records)),
+        judge_tokens_per_rollout=sum(r.judge_tokens for r in records) / max(1, len(records)),
+        judge_cost_usd_per_rollout=sum(r.judge_cost_usd for r in records) / max(1, len(records)))

@@ -3,7 +3,8 @@
 Accuracy counts scored attempts only (an infrastructure error is neither right nor wrong). With repeats,
 each question's accuracy is its mean over repeats, and the s.e. is the standard error of the mean over
 questions: ``se = stdev(per-question accuracy) / sqrt(n)``. Cost figures are means per question and
-repeat. The ``average`` column is the unweighted mean over domains, as the paper averages its columns.
+repeat. The ``average`` column is the unweighted mean over domains, as the paper averages its columns. A
+judge's calls, tokens and $ (judged kinds) are means per question of their own, in no worker figure.
 
 The ``oracle`` (right if any single worker is right) is derived from the ``single:*`` rows of the same
 question and repeat: its calls, tokens and dollars are their sums, its latency their maximum.
@@ -37,6 +38,9 @@ class Cell:
     latency_s: float
     steps: float
     infra_errors: int
+    judge_calls: float = 0.0
+    judge_tokens: float = 0.0
+    judge_usd: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -59,7 +63,9 @@ def with_oracle(outcomes: Sequence[Outcome]) -> list[Outcome]:
             worker_completion_tokens=sum(o.worker_completion_tokens for o in group),
             conductor_tokens=0, usd=sum(o.usd for o in group), latency_s=max(o.latency_s for o in group),
             steps=sum(o.steps for o in group), rounds=1, workers=tuple(w for o in group for w in o.workers),
-            access=tuple(a for o in group for a in o.access), error=errors[0] if errors else None))
+            access=tuple(a for o in group for a in o.access), error=errors[0] if errors else None,
+            judge_calls=sum(o.judge_calls for o in group), judge_tokens=sum(o.judge_tokens for o in group),
+            judge_usd=sum(o.judge_usd for o in group)))
     return list(outcomes) + derived
 
 
@@ -89,7 +95,10 @@ def _cell(rows: list[Outcome]) -> Cell:
                 worker_tokens=statistics.fmean(o.worker_tokens for o in rows),
                 conductor_tokens=statistics.fmean(o.conductor_tokens for o in rows),
                 usd=statistics.fmean(o.usd for o in rows), latency_s=statistics.fmean(o.latency_s for o in rows),
-                steps=statistics.fmean(o.steps for o in rows), infra_errors=sum(o.correct is None for o in rows))
+                steps=statistics.fmean(o.steps for o in rows), infra_errors=sum(o.correct is None for o in rows),
+                judge_calls=statistics.fmean(o.judge_calls for o in rows),
+                judge_tokens=statistics.fmean(o.judge_tokens for o in rows),
+                judge_usd=statistics.fmean(o.judge_usd for o in rows))
 
 
 def _average(cells: list[Cell]) -> Cell:
@@ -100,7 +109,8 @@ def _average(cells: list[Cell]) -> Cell:
                 worker_tokens=sum(c.worker_tokens for c in cells) / k,
                 conductor_tokens=sum(c.conductor_tokens for c in cells) / k, usd=sum(c.usd for c in cells) / k,
                 latency_s=sum(c.latency_s for c in cells) / k, steps=sum(c.steps for c in cells) / k,
-                infra_errors=sum(c.infra_errors for c in cells))
+                infra_errors=sum(c.infra_errors for c in cells), judge_calls=sum(c.judge_calls for c in cells) / k,
+                judge_tokens=sum(c.judge_tokens for c in cells) / k, judge_usd=sum(c.judge_usd for c in cells) / k)
 
 
 def best_of(table: dict[str, dict[str, Cell]], prefix: str, domain: str) -> Optional[tuple[str, Cell]]:

@@ -1,6 +1,7 @@
 """The evaluation's files: ``outcomes.parquet`` (one row per attempt), ``report.json`` (the summary, for other
 tools), ``report.md`` (the table, and the side-by-side with the paper when the domains match: Table 7 in-domain,
-Table 2 on the unseen task types, conductor/evaluation/unseen_report.py) and two PNGs: accuracy against $ per
+Table 2 on the unseen task types, conductor/evaluation/unseen_report.py; what a judge spent, where one graded
+answers) and two PNGs: accuracy against $ per
 question with every method on it, and steps per workflow by domain.
 """
 
@@ -39,8 +40,8 @@ def write_report(directory: Path, outcomes: Sequence[Outcome], table: dict[str, 
                                     **unseen_json(table, outcomes)}, indent=2) + "\n")
     figures = ["", f"![accuracy against $ per question]({FILES[3]})", "",
                f"![steps per workflow by domain]({FILES[4]})", ""]
-    sections = (conductor_comparison(table) + unseen_sections(table, outcomes, meta) + markdown_lines(workflows)
-                + recursion_lines(recursion))
+    sections = (judge_lines(table) + conductor_comparison(table) + unseen_sections(table, outcomes, meta)
+                + markdown_lines(workflows) + recursion_lines(recursion))
     paths[2].write_text(markdown(table, meta) + "\n".join(sections + figures))
     plot_accuracy_cost(table, paths[3])
     plot_steps(outcomes, paths[4])
@@ -72,6 +73,19 @@ def markdown(table: dict[str, dict[str, Cell]], meta: dict[str, Any]) -> str:
     if set(DOMAINS) <= set(domains):
         lines += ["", *paper_comparison(table)]
     return "\n".join(lines) + "\n"
+
+
+def judge_lines(table: dict[str, dict[str, Cell]]) -> list[str]:
+    """What the judge spent grading each method's answers (judged kinds; none: no section), per question."""
+    judged = {name: cells[AVERAGE] for name, cells in table.items() if cells[AVERAGE].judge_calls > 0}
+    if not judged:
+        return []
+    lines = ["## The judge", "", "Grading the answers of judged tasks (`verifier: judge`), means per question; not in "
+             "the calls, tokens and $ above, which are the workers'. An answer graded once is not paid for again.",
+             "", "| method | judge calls | judge tokens | judge $ / question |", "|---|---|---|---|"]
+    lines += [f"| {name} | {cell.judge_calls:.2f} | {cell.judge_tokens:,.0f} | {cell.judge_usd:.5f} |"
+              for name, cell in judged.items()]
+    return lines + [""]
 
 
 def paper_comparison(table: dict[str, dict[str, Cell]]) -> list[str]:
