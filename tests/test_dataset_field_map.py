@@ -133,10 +133,10 @@ def test_bad_rows_fail_at_load_naming_file_row_and_field(tmp_path, rows, entry, 
     ({"format": "trivia"}, r"data\.datasets\.0\.format: Input should be 'math500'"),
     ({"fields": {"question": "q", "answer": "a"}, "domain": "d", "verifier": "fuzzy"},
      r"data\.datasets\.0\.verifier: .*'fuzzy' is not a verifier; known: math, choice, number, text, exact, "
-     r"humaneval, mbpp, lcb_stdin, lcb_functional, python"),
+     r"humaneval, mbpp, lcb_stdin, lcb_functional, python, judge"),
     ({"fields": {"question": "q", "answer": "a"}, "domain": "d"},
      r"verifier is required with a field map \(math, choice, number, text, exact, humaneval, mbpp, lcb_stdin, "
-     r"lcb_functional, python\)"),
+     r"lcb_functional, python, judge\)"),
     ({"fields": {"question": "q", "answer": "a"}, "template": "{q}", "domain": "d", "verifier": "text"},
      r"fields\.question and template both give the question"),
     ({"fields": {"question": "q", "answer": "a"}, "verifier": "text"}, r"fields\.domain \(a column\) or domain"),
