@@ -35,13 +35,16 @@ from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.episode_score import EpisodeScorer, Status
 from conductor.executor import WorkflowExecutor
+from conductor.judge_config import judge_worker
 from conductor.local_pool import LocalPool
 from conductor.run_output import RunOutput
 from conductor.simulator.preset_file import read_preset_file
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks.task import Task
-from conductor.twin_preset import kept_correlation, twin_header, twin_preset_text
+from conductor.twin_preset import kept_correlation, twin_header, twin_judge, twin_preset_text
+from conductor.verifiers import registry
+from conductor.verifiers.judge import bind_judge
 
 VERIFY_THREADS = 2
 TWIN, REPORT = "twin.yaml", "calibration.json"
@@ -53,7 +56,8 @@ async def measure_pool(config: Config, questions: list[Task], console: Console) 
     threads = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify")
     try:
         executor = WorkflowExecutor(pool, question_visibility=config.executor.question_visibility)
-        scorer = EpisodeScorer(config.verifier, config.reward, threads=threads, cache=True)
+        judge = bind_judge(config.judge, config.pool, pool)  # judged tasks graded through the same pool
+        scorer = EpisodeScorer(config.verifier, config.reward, threads=threads, cache=True, judge=judge)
         columns = (TextColumn("calibrating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[errors]} infra errors"))
         with Progress(*columns, console=console, transient=False) as progress:
@@ -128,8 +132,12 @@ def run(config: Config, console: Console, command: str = "") -> dict[str, Any]:
     base = read_preset_file(settings.base_preset) if settings.base_preset else None
     header = twin_header(command, workers, {d: len(t) for d, t in drawn.items()}, settings.seed, tasks_from,
                          settings.base_preset, out.path(TWIN))
+    judged = any(registry.get(t.verifier).judged for t in questions)
+    judge_id = judge_worker(config.judge, config.pool) if judged else None
+    judge_spec = next((w for w in [*config.pool.judges, *config.pool.workers] if w.id == judge_id), None)
     text = twin_preset_text(config.run_name, fits, config.pool.workers, questions, tasks,
-                            kept_correlation(base, list(drawn)), header)
+                            kept_correlation(base, list(drawn)), header,
+                            twin_judge(judge_spec, base) if judged else None)
     out.write_text(TWIN, text=text)
     console.print(f"twin preset: {out.path(TWIN)} (--set simulator.preset={out.path(TWIN)})")
     return {"fits": fits, "calls": calls, "questions": drawn, "twin": out.path(TWIN), "report": out.path(REPORT)}

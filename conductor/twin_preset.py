@@ -71,12 +71,27 @@ def measured_comment(fit: WorkerFit) -> str:
             f"hidden tokens, median {fit.median_latency_ms:.0f} ms, ${fit.cost_usd:.6f}")
 
 
+def twin_judge(judge: Optional[WorkerSpec], base: Optional[PresetFile]) -> Optional[dict[str, Any]]:
+    """The twin's simulated judge, for judged tasks: the base preset's, or the pool's judge worker at its
+    prices with the schema's error rate. Its error rate is not measured (that needs each item's truth)."""
+    if base is not None and base.judge is not None:
+        return base.judge.model_dump(mode="json")
+    if judge is None:
+        return None
+    return {"name": judge.id, "description": judge.description or "grades answers against a rubric",
+            "price_in_per_m": judge.price_in_per_m, "price_out_per_m": judge.price_out_per_m}
+
+
 def twin_preset_text(name: str, fits: Sequence[WorkerFit], specs: Sequence[WorkerSpec], questions: Sequence[Task],
-                     tasks: Mapping[str, Any], error_correlation: Mapping[str, float], header: Sequence[str]) -> str:
+                     tasks: Mapping[str, Any], error_correlation: Mapping[str, float], header: Sequence[str],
+                     judge: Optional[Mapping[str, Any]] = None) -> str:
     """The preset file: ``header`` as comments, then the workers (each under a comment with its s.e.), the
-    kept error correlation and the task source; checked against the preset schema before it is returned."""
+    judge if judged tasks need one, the kept error correlation and the task source; checked against the
+    preset schema before it is returned."""
     workers = twin_workers(fits, specs, bare_answer_tokens(questions))
     body: dict[str, Any] = {"name": name, "workers": workers}
+    if judge is not None:
+        body["judge"] = dict(judge)
     if error_correlation:
         body["error_correlation"] = dict(error_correlation)
     body["tasks"] = dict(tasks)
@@ -87,7 +102,7 @@ def twin_preset_text(name: str, fits: Sequence[WorkerFit], specs: Sequence[Worke
     for fit, worker in zip(fits, workers):
         lines.append(measured_comment(fit))
         lines.append(_indented(_dump([worker])))
-    rest = {key: body[key] for key in ("error_correlation", "tasks") if key in body}
+    rest = {key: body[key] for key in ("judge", "error_correlation", "tasks") if key in body}
     lines.append(_dump(rest).rstrip())
     return "\n".join(lines) + "\n"
 
@@ -127,7 +142,9 @@ def twin_header(command: str, workers: Sequence[str], per_domain: Mapping[str, i
         f"error_correlation is {kept}; the behaviour knobs (simulator.boost, mislead, verify_keep, verify_fix, "
         "aggregate_pick, aggregate_follow, plan_follow, plan_mislead, sample_noise) are simulator settings with "
         "documented defaults (conductor/simulator_config.py), not preset fields. The twin has no unseen task "
-        "types, and reproduces each worker's rate per domain, not which questions it gets right.",
+        "types, and reproduces each worker's rate per domain, not which questions it gets right. A judge, where "
+        "judged tasks need one, is the base preset's or the pool's judge worker with the schema's error rate: "
+        "its error rate is not measured.",
         f"Use it with pool.workers empty: --set simulator.preset={path}",
         "The schema: conductor/simulator/preset_file.py.",
     ]

@@ -137,6 +137,21 @@ def test_a_twin_of_your_own_tasks_lists_them(tmp_path, capsys):
     assert (fast.price_in_per_m, fast.price_out_per_m) == (0.1, 0.4)
 
 
+def test_a_judged_pools_twin_has_a_judge_and_serves_its_tasks(tmp_path, capsys):
+    """Judged tasks are graded through the pool's judge while calibrating, and their twin needs a judge too."""
+    argv = ["--set", f"output.dir={tmp_path}", "--set", "run_name=judged", "--set", "simulator.preset=toy-judged",
+            "--set", "simulator.latency_scale=0", "--set", "calibrate.questions_per_domain=10"]
+    assert calibrate_main(argv) == 0
+    report = json.loads((tmp_path / "judged" / "calibration.json").read_text())
+    assert report["infra_errors"] == 0  # every answer graded: the judge was bound
+    twin_path = tmp_path / "judged" / "twin.yaml"
+    twin = read_preset_file(str(twin_path))
+    assert twin.judge is not None and twin.judge.name == read_preset_file("toy-judged").judge.name
+    assert "its error rate is not measured" in " ".join(twin_path.read_text().split())
+    preset = load_preset(SimulatorConfig(preset=str(twin_path)))
+    assert preset.judge is not None and {t.verifier for t in preset.tasks} == {"judge"}
+
+
 def test_infrastructure_errors_are_counted_and_out_of_the_accuracy(shared_data):
     config = SimulatorConfig(preset="paper-7", port=0, latency_scale=0, data_dir=str(shared_data), seed=3,
                              faults=FaultRates(server_error=0.3))
