@@ -56,6 +56,8 @@ def preflight(config: Config) -> list[str]:
         problems += _readable(f"data.datasets[{index}].path", spec.path, None, file=True)  # read with env creds
     if not (config.data.datasets and config.pool.workers):  # the simulated preset's task files are read
         problems += _preset_files(config)
+    if config.data.datasets and not config.pool.workers and not problems:
+        problems += _unknown_to_the_simulator(config)
     model = config.policy.model_path
     if is_gguf_source(model):
         try:
@@ -80,6 +82,25 @@ def _preset_files(config: Config) -> list[str]:
         for index, entry in enumerate(preset_datasets(source, config.simulator.model_dump(), where) if source else ()):
             problems += _readable(f"simulator.preset {preset}: {where}.datasets[{index}].path", entry.path, None,
                                   file=True)
+    return problems
+
+
+def _unknown_to_the_simulator(config: Config) -> list[str]:
+    """A run's own questions on the simulated pool must be among its preset's tasks, word for word (prompt
+    and instruction): the simulated workers know an item by its prompt, and would answer any other one
+    wrong, so the run would train on nothing and report 0 without saying why."""
+    from conductor.simulator.presets import load_preset
+    from conductor.tasks.loader import load_tasks
+
+    known = {task.prompt for task in load_preset(config.simulator).tasks}
+    problems = []
+    for index, spec in enumerate(config.data.datasets):
+        unknown = [task for task in load_tasks(spec) if task.prompt not in known]
+        if unknown:
+            problems.append(f"data.datasets[{index}] ({spec.path}): {len(unknown)} question(s) are not among "
+                            f"simulator.preset {config.simulator.preset}'s tasks (first: {unknown[0].id}), so the "
+                            "simulated workers would not know them; list the same entry, instruction and all, "
+                            "under the preset's tasks.datasets")
     return problems
 
 
