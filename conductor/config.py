@@ -126,6 +126,12 @@ class VerifierConfig(Section):
     code_memory_mb: int = Field(default=1024, ge=64, le=65536)
     require_code_isolation: bool = Field(
         default=False, description="refuse to run code when a kernel sandbox layer is unavailable")
+    python_reward_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="a user's Python reward call gets this long, then the episode "
+        "is an infrastructure error (the call runs on in the background: conductor/verifiers/bounded_calls.py)")
+    python_reward_threads: int = Field(
+        default=16, ge=1, le=1024, description="threads each Python reward may hold at once per process; "
+        "calls past the timeout keep theirs until they return")
 
 
 class PolicyConfig(Section):

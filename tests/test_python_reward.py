@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 import sys
+import time
 import uuid
 
 import pytest
@@ -40,8 +41,10 @@ from tests.test_episode_score import FakeTokenizer
 
 REWARDS = '''
 import math
+import threading
 
 SEEN = []
+RELEASE = threading.Event()
 
 
 def share(task, response):
@@ -77,6 +80,12 @@ def words(task, response):
 
 def cannot_judge(task, response):
     return None
+
+
+def sleeps(task, response):
+    """Hangs (a judge that never answers) until the test releases it."""
+    RELEASE.wait(timeout=300)
+    return 1.0
 
 
 def numpy_mean(task, response):
@@ -292,3 +301,35 @@ def test_a_reward_named_by_its_file_path_loads_from_the_working_directory(tmp_pa
                                ("my-task/scoring:score", "is not 'module:function'")]:
         with pytest.raises(python_reward.RewardImportError, match=re.escape(message)):
             python_reward.check_reference(reference)
+
+
+def test_a_reward_that_hangs_is_an_infra_error_after_its_timeout_and_holds_only_its_own_threads(tmp_path,
+                                                                                                user_module):
+    reference = f"{user_module}:sleeps"
+    config = config_with(tmp_path, entry(tmp_path, reference), ["verifier.python_reward_timeout_s=0.2",
+                                                                "verifier.python_reward_threads=2"])
+    task = load_tasks(config.data.datasets[0])[0]
+    module = sys.modules[user_module]
+    try:
+        # each call returns to its caller after the timeout; the hung call keeps one of the reward's 2 threads
+        for _ in range(2):
+            verdict = verify(task, "Answer: red", config.verifier)
+            assert verdict.score is None and not verdict.correct
+            assert verdict.infra_error == (f"reward function {reference} gave no score within 0.2 s "
+                                           "(verifier.python_reward_timeout_s)")
+        assert python_reward._calls[reference].overdue == 2
+        # both threads hung: the next call is not made at all, and says why
+        saturated = verify(task, "Answer: red", config.verifier)
+        assert saturated.infra_error == (f"reward function {reference} was not called: all 2 threads busy for "
+                                         "0.2 s (2 of them in calls past the timeout) "
+                                         "(verifier.python_reward_threads)")
+        scored = score_of(episode(), saturated)
+        assert scored.status is Status.INFRA_ERROR and scored.reward is None
+    finally:
+        module.RELEASE.set()
+    deadline = time.monotonic() + 60  # the hung calls return once released, and give their threads back
+    while python_reward._calls[reference].overdue and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert python_reward._calls[reference].overdue == 0
+    generous = config.verifier.model_copy(update={"python_reward_timeout_s": 60.0})
+    assert verify(task, "Answer: red", generous).score == 1.0

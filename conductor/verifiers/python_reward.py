@@ -16,8 +16,14 @@ The return value is the verdict: a score in [0, 1] (a bool, an int or a numpy sc
 (conductor/episode_score.py), and the run goes on. Only the exception's type and the first
 ``MESSAGE_CHARS`` characters of its message are kept (records, logs).
 
-The function runs in every process that scores (the driver for evaluation, each rollout actor), on the
-scorer's threads, so it must be thread-safe, and nothing bounds its time. It is found by name in each
+The function runs in every process that scores (the driver for evaluation, each rollout actor), several
+calls at once, so it must be thread-safe. Each call runs on a thread of the reward's own, at most
+``verifier.python_reward_threads`` of them per reward and process (conductor/verifiers/bounded_calls.py), and
+gets ``verifier.python_reward_timeout_s``: past it the episode is an infrastructure error and the run goes
+on. Python cannot stop a thread, so the late call runs on in the background, its result dropped, holding
+its thread until it returns; a function that hangs for good holds them all at last, and from then each call
+is an infrastructure error after waiting ``python_reward_timeout_s`` for a free thread ("threads busy"),
+never a scorer's thread held. It is found by name in each
 process (``resolve``), never pickled: on a Ray cluster ship the module with the job, in the directory
 ``ray job submit --working-dir .`` uploads or under the runtime env's ``py_modules``. A config naming one that
 does not import, or cannot take (task, response), fails at load naming the setting (``check_reference``);
@@ -47,6 +53,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional
 
+from conductor.verifiers.bounded_calls import BoundedCalls, CallTimeout, Saturated
 from conductor.verifiers.text_match import extract_answer
 from conductor.verifiers.verdict import Verdict
 
@@ -59,6 +66,7 @@ MESSAGE_CHARS = 200  # of a raising reward's message, kept in the record and the
 log = logging.getLogger(__name__)
 
 _functions: dict[str, Callable[..., Any]] = {}
+_calls: dict[str, BoundedCalls] = {}  # each reward's own threads, made at its first call in this process
 _lock = threading.Lock()
 _logged: set[tuple[str, str]] = set()  # (reference, problem kind) already logged by this process
 
@@ -160,8 +168,15 @@ def check(task: Task, response: str, settings: VerifierConfig) -> Verdict:
     if reference is None:
         return Verdict(False, infra_error=f"task {task.id}: verifier python without a reward_function")
     extracted = extract_answer(response)
+    timeout_s = settings.python_reward_timeout_s
     try:
-        value = resolve(reference)(task_view(task), response)
+        value = _threads(reference, settings).call(resolve(reference), task_view(task), response, timeout_s=timeout_s)
+    except CallTimeout:
+        return _unjudged(reference, "timeout", f"gave no score within {timeout_s:g} s "
+                         "(verifier.python_reward_timeout_s)", extracted)
+    except Saturated as exc:
+        return _unjudged(reference, "saturated", f"was not called: {exc} (verifier.python_reward_threads)",
+                         extracted)
     except Exception as exc:  # the user's code: whatever it raises is an infrastructure error
         return _unjudged(reference, type(exc).__name__, f"raised {_describe(exc)}", extracted)
     problem = _problem(value)
@@ -169,6 +184,15 @@ def check(task: Task, response: str, settings: VerifierConfig) -> Verdict:
         return _unjudged(reference, problem, problem, extracted)
     score = float(value)
     return Verdict(score >= CORRECT_AT, extracted, f"score {score:g}", score=score)
+
+
+def _threads(reference: str, settings: VerifierConfig) -> BoundedCalls:
+    calls = _calls.get(reference)
+    if calls is None:
+        with _lock:
+            calls = _calls.get(reference) or BoundedCalls(settings.python_reward_threads, f"reward {reference}")
+            _calls[reference] = calls
+    return calls
 
 
 def _problem(value: Any) -> Optional[str]:
