@@ -2,7 +2,9 @@
 JSON, Parquet or CSV file. Both become the same thing, a field map (conductor/tasks/field_map.py), so
 everything a map can get wrong is refused here, at config load, with the setting's name: a Python reward
 (``verifier: python``, ``reward_function: module:function``) is imported here too, so one that does not
-import or cannot take (task, response) fails before any actor starts."""
+import or cannot take (task, response) fails before any actor starts. A preset takes those two keys as
+well: its rows, prompts and instruction as they are, scored by the user's function instead of its own
+verifier (e.g. GSM8K under a reward of one's own)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ PresetName = Literal["math500", "gsm8k", "aime", "mmlu", "humaneval", "mbpp", "g
 Column = Annotated[str, Field(min_length=1)]
 Columns = Union[Column, Annotated[list[Column], Field(min_length=1)]]  # a list: the first column with a value
 FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "reward_function", "instruction", "meta")
+PRESET_OVERRIDES = ("verifier", "reward_function")  # a preset scored by the user's reward: verifier python
 RewardFunction = Annotated[str, AfterValidator(check_reference)]  # imported and its signature checked at load
 Scalar = Union[str, int, float, bool, None]
 FilterValues = Annotated[list[Scalar], Field(min_length=1)]
@@ -73,10 +76,15 @@ class DatasetSpec(Section):
     def _one_layout(self) -> DatasetSpec:
         given = [key for key in FIELD_MAP_KEYS if key in self.model_fields_set]
         if self.format is not None:
-            given = [key for key in given if key != "domain"]  # a new name for the preset's constant domain
-            if given:
-                raise ValueError(f"format {self.format} is a built-in field map; give it or {', '.join(given)} "
+            # domain: a new name for the preset's constant domain; verifier python + reward_function: its scorer
+            own_map = [key for key in given if key not in (*PRESET_OVERRIDES, "domain")]
+            if own_map:
+                raise ValueError(f"format {self.format} is a built-in field map; give it or {', '.join(own_map)} "
                                  "(a field map of your own), not both")
+            if self.verifier not in (None, "python"):
+                raise ValueError(f"format {self.format} scores with its own verifier; the one it takes instead "
+                                 "is python, with reward_function (your own reward)")
+            self._check_reward_function()
             return self
         fields = self.fields or DatasetFields()
         if fields.question is None and self.template is None:
@@ -90,10 +98,7 @@ class DatasetSpec(Section):
             raise ValueError("give the domain as fields.domain (a column) or domain (a constant), exactly one")
         if self.verifier is None:
             raise ValueError(f"verifier is required with a field map ({', '.join(registry.names())})")
-        if self.verifier == "python" and self.reward_function is None:
-            raise ValueError("verifier python needs reward_function: 'module:function' (e.g. my_rewards:score)")
-        if self.verifier != "python" and self.reward_function is not None:
-            raise ValueError(f"reward_function is for verifier python; verifier {self.verifier} scores by itself")
+        self._check_reward_function()
         verifier = registry.get(self.verifier)
         if verifier.reference and fields.answer is None:
             raise ValueError(f"fields.answer is required: verifier {self.verifier} scores against a reference")
@@ -101,6 +106,13 @@ class DatasetSpec(Section):
         if missing:
             raise ValueError(f"meta lacks {', '.join(missing)}, which verifier {self.verifier} reads")
         return self
+
+    def _check_reward_function(self) -> None:
+        if self.verifier == "python" and self.reward_function is None:
+            raise ValueError("verifier python needs reward_function: 'module:function' (e.g. my_rewards:score)")
+        if self.verifier != "python" and self.reward_function is not None:
+            scorer = f"verifier {self.verifier}" if self.verifier else f"format {self.format}'s verifier"
+            raise ValueError(f"reward_function is for verifier python; {scorer} scores by itself")
 
     def meta_columns(self) -> dict[str, list[str]]:
         """{Task.meta key: columns tried in order}."""

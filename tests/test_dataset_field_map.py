@@ -129,7 +129,7 @@ def test_bad_rows_fail_at_load_naming_file_row_and_field(tmp_path, rows, entry, 
     ({"format": "math500", "domain": "algebra", "template": "{problem}"},
      r"format math500 is a built-in field map; give it or template \(a field map of your own\), not both"),
     ({"format": "mmlu", "fields": {"question": "q"}, "verifier": "choice"},
-     r"format mmlu is a built-in field map; give it or fields, verifier"),
+     r"format mmlu is a built-in field map; give it or fields \(a field map of your own\)"),
     ({"format": "trivia"}, r"data\.datasets\.0\.format: Input should be 'math500'"),
     ({"fields": {"question": "q", "answer": "a"}, "domain": "d", "verifier": "fuzzy"},
      r"data\.datasets\.0\.verifier: .*'fuzzy' is not a verifier; known: math, choice, number, text, exact, "

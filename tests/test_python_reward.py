@@ -82,6 +82,10 @@ def cannot_judge(task, response):
     return None
 
 
+def hashes(task, response):
+    return response.strip().endswith("#### " + task["answer"])
+
+
 def sleeps(task, response):
     """Hangs (a judge that never answers) until the test releases it."""
     RELEASE.wait(timeout=300)
@@ -333,3 +337,31 @@ def test_a_reward_that_hangs_is_an_infra_error_after_its_timeout_and_holds_only_
     assert python_reward._calls[reference].overdue == 0
     generous = config.verifier.model_copy(update={"python_reward_timeout_s": 60.0})
     assert verify(task, "Answer: red", generous).score == 1.0
+
+
+def test_a_preset_format_is_scored_by_the_users_reward_with_its_own_prompt(tmp_path, user_module):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text(json.dumps({"question": "Tom has 3 apples and buys 4. How many?", "answer": "3 + 4 = 7\n#### 7"})
+                    + "\n")
+    preset = {"format": "gsm8k", "path": str(path)}
+    [built_in] = load_tasks(config_with(tmp_path, preset).data.datasets[0])
+    config = config_with(tmp_path, {**preset, "verifier": "python", "reward_function": f"{user_module}:hashes"})
+    [task] = load_tasks(config.data.datasets[0])
+    assert (task.verifier, task.reward_function) == ("python", f"{user_module}:hashes")
+    assert (task.id, task.prompt, task.answer, task.meta) == (built_in.id, built_in.prompt, "7", built_in.meta)
+    assert verify(task, "3 and 4 make 7.\n#### 7").score == 1.0
+    assert verify(task, "#### 8").score == 0.0
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"verifier": "text"}, r"format gsm8k scores with its own verifier; the one it takes instead is python"),
+    ({"reward_function": "{m}:hashes"}, r"reward_function is for verifier python; format gsm8k's verifier scores"),
+    ({"verifier": "python"}, r"verifier python needs reward_function"),
+    ({"verifier": "python", "reward_function": "{m}:hashes", "instruction": ""},
+     r"format gsm8k is a built-in field map; give it or instruction"),
+])
+def test_a_preset_takes_only_a_python_reward_in_place_of_its_verifier(tmp_path, user_module, extra, message):
+    dataset = {"format": "gsm8k", "path": str(tmp_path / "gsm8k.jsonl"),
+               **{key: value.format(m=user_module) for key, value in extra.items()}}
+    with pytest.raises(ConfigError, match=message):
+        config_with(tmp_path, dataset)

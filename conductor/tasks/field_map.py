@@ -18,6 +18,7 @@ from conductor.verifiers import registry
 from conductor.verifiers.multiple_choice import LETTERS
 
 Row = dict[str, Any]
+USER_REWARD: VerifierKind = "python"  # the kind that scores a map with a reward_function
 Columns = tuple[str, ...]  # tried in order: the first with a value (not null, not "") is used
 
 
@@ -65,7 +66,7 @@ class FieldMap:
     instruction: Optional[str] = None
     meta: tuple[tuple[str, Columns], ...] = ()
     optional: frozenset[str] = frozenset()
-    reward_function: Optional[str] = None  # verifier python: the user's "module:function"
+    reward_function: Optional[str] = None  # the user's "module:function": its tasks are scored by it (python)
     transform: Optional[Transform] = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -193,6 +194,7 @@ def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source
                                  f"row {first_row[draft.id]}")
         first_row[draft.id] = number
         prompt = f"{draft.question}\n\n{instruction}" if instruction else draft.question
-        tasks.append(Task(draft.id, draft.domain, prompt, draft.answer, draft.verifier, draft.meta,
-                          fields.reward_function))
+        # a preset scored by the user's reward keeps its rows, checks and instruction; the function scores
+        verifier = USER_REWARD if fields.reward_function else draft.verifier
+        tasks.append(Task(draft.id, draft.domain, prompt, draft.answer, verifier, draft.meta, fields.reward_function))
     return tasks

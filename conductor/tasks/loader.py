@@ -51,7 +51,12 @@ def read_rows(path: str, storage_options: dict[str, Any] | None = None) -> list[
 def spec_field_map(spec: DatasetSpec) -> FieldMap:
     """The entry's field map: its preset, or the one its keys spell out (checked at config load)."""
     if spec.format is not None:
-        return PRESETS[spec.format] if spec.domain is None else replace(PRESETS[spec.format], domain_value=spec.domain)
+        preset = PRESETS[spec.format]
+        if spec.domain is not None:
+            preset = replace(preset, domain_value=spec.domain)
+        if spec.reward_function is not None:
+            preset = replace(preset, reward_function=spec.reward_function)  # scored by the user's reward
+        return preset
     fields = spec.fields
 
     def columns(value: str | list[str] | None) -> tuple[str, ...]:
