@@ -41,7 +41,7 @@ from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Outcome
 from conductor.evaluation.registry import build_methods, is_derived
-from conductor.evaluation.report import AVERAGE, summarise, with_oracle
+from conductor.evaluation.report import AVERAGE, graded, summarise, with_oracle
 from conductor.evaluation.report_files import FILES, write_report
 from conductor.executor import WorkflowExecutor
 from conductor.judge_config import judge_worker
@@ -161,13 +161,16 @@ def print_table(console: Console, table: dict, domains: list[str]) -> None:
     """As report.md: accuracy is over scored attempts, so each method's unscored ones (infrastructure
     errors: worker outages, a sandbox that refused to run) are shown beside it."""
     view = Table(title="accuracy % (± s.e.) and cost per question")
-    for column in ["method", *domains, AVERAGE, "calls", "worker tok", "$ / q", "infra errors"]:
+    scores = graded(table)  # a graded reward's mean score, as report.md shows it
+    for column in ["method", *domains, AVERAGE, *(["score"] if scores else []), "calls", "worker tok", "$ / q",
+                   "infra errors"]:
         view.add_column(column, justify="left" if column == "method" else "right")
     for name, cells in table.items():
         avg = cells[AVERAGE]
+        score = [] if not scores else ["—" if avg.mean_score is None else f"{avg.mean_score:.3f}"]
         view.add_row(name, *[f"{100 * cells[d].accuracy:.1f} ± {100 * cells[d].se:.1f}" if d in cells else ""
                              for d in domains],
-                     f"{100 * avg.accuracy:.1f}", f"{avg.worker_calls:.1f}", f"{avg.worker_tokens:,.0f}",
+                     f"{100 * avg.accuracy:.1f}", *score, f"{avg.worker_calls:.1f}", f"{avg.worker_tokens:,.0f}",
                      f"{avg.usd:.5f}", str(avg.infra_errors))
     console.print(view)
     judged = {name: cells[AVERAGE] for name, cells in table.items() if cells[AVERAGE].judge_calls}

@@ -18,7 +18,8 @@ from conductor.baselines import DOMAIN_TABLE, RANDOM
 from conductor.run_output import RunOutput
 
 LOG_FIELDS = (  # (key, label, format)
-    ("mean_reward", "reward", "{:.3f}"), ("accuracy", "pass", "{:.2f}"), ("format_rate", "format", "{:.2f}"),
+    ("mean_reward", "reward", "{:.3f}"), ("mean_score", "score", "{:.3f}"),  # score: graded rewards only
+    ("accuracy", "pass", "{:.2f}"), ("format_rate", "format", "{:.2f}"),
     ("steps_per_workflow", "steps/wf", "{:.2f}"), ("conductor_tokens_per_rollout", "tok", "{:.0f}"),
     ("worker_tokens_per_rollout", "wtok", "{:.0f}"), ("cost_usd_per_rollout", "$", "{:.5f}"),
     ("token_multiplier", "lambda", "{:.3f}"),
@@ -139,12 +140,16 @@ def write_plot(history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]
 
 
 def heldout_summary(heldout: Any, tasks: Sequence[Any]) -> dict[str, Any]:
-    """The held-out evaluation's part of ``summary.json`` (``heldout``: a RolloutStats)."""
-    return {"heldout_accuracy": heldout.accuracy, "heldout_format_rate": heldout.format_rate,
-            "heldout_questions": len(tasks), "heldout_infra_errors": heldout.infra_errors,
-            "heldout_scored": len(tasks) - heldout.infra_errors, "heldout_question_ids": [t.id for t in tasks],
-            **{f"heldout_judge_{figure}": getattr(heldout, f"judge_{figure}_per_rollout") * heldout.rollouts
-               for figure in ("calls", "tokens", "cost_usd")}}
+    """The held-out evaluation's part of ``summary.json`` (``heldout``: a RolloutStats); its mean score only
+    where a graded reward scored it."""
+    figures = {"heldout_accuracy": heldout.accuracy, "heldout_format_rate": heldout.format_rate,
+               "heldout_questions": len(tasks), "heldout_infra_errors": heldout.infra_errors,
+               "heldout_scored": len(tasks) - heldout.infra_errors, "heldout_question_ids": [t.id for t in tasks],
+               **{f"heldout_judge_{figure}": getattr(heldout, f"judge_{figure}_per_rollout") * heldout.rollouts
+                  for figure in ("calls", "tokens", "cost_usd")}}
+    if heldout.mean_score is not None:
+        figures["heldout_mean_score"] = heldout.mean_score
+    return figures
 
 
 def judge_summary(history: Sequence[dict[str, Any]]) -> dict[str, float]:

@@ -23,10 +23,12 @@ from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
 from conductor.evaluation.registry import build_methods
+from conductor.evaluation.report import AVERAGE, summarise
 from conductor.executor import WorkflowExecutor
 from conductor.rewards import RewardConfig
 from conductor.rollout import RolloutRunner
 from conductor.rollout_record import RolloutRecord
+from conductor.rollout_summary import summarise as rollout_stats
 from conductor.roster import Roster
 from conductor.scripted_pool import ScriptedPool
 from conductor.simulator.presets import SimWorker
@@ -264,6 +266,20 @@ def test_a_fractional_score_moves_the_reward_between_wrong_and_correct(tmp_path,
     budget = TokenBudget.of(RewardConfig(wrong=0.2, worker_token_budget=100, cost_penalty_per_1k_worker_tokens=0))
     assert budget.reprice([record])[0].reward == pytest.approx(0.6)
     assert budget.reprice([dataclasses.replace(record, score=None)])[0].reward == pytest.approx(1.0)
+
+
+def test_a_graded_score_reaches_training_records_and_evaluation_outcomes_and_their_means(tmp_path, user_module):
+    config = config_with(tmp_path, entry(tmp_path, f"{user_module}:share"))
+    tasks = load_tasks(config.data.datasets[0])  # "red blue" and "orange": "Answer: red" scores 0.5 and 0.0
+    workers = [WorkerSpec(id="w", description="answers")]
+    pool = ScriptedPool({"w": "Answer: red"})
+    config = Config(data=config.data, pool=PoolConfig(workers=workers), prompt={"num_fewshot": 0})
+    records = asyncio.run(RolloutRunner(config, FakeTokenizer(), FixedRouter(lambda: 0), pool).run(tasks, group_size=1))
+    assert [r.score for r in records] == [0.5, 0.0] and rollout_stats(records).mean_score == 0.25
+    context = MethodContext(Roster.full(workers), WorkflowExecutor(pool))
+    outcomes = asyncio.run(Harness().run(build_methods(["single"], context), tasks))
+    assert sorted(o.score for o in outcomes) == [0.0, 0.5]
+    assert summarise(outcomes)["single:w"][AVERAGE].mean_score == 0.25
 
 
 def test_the_simulator_states_a_python_tasks_answer_as_a_text_answer(tmp_path, user_module):

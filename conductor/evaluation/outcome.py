@@ -75,6 +75,7 @@ class Outcome:
     judge_calls: int = 0  # scoring by a judge worker (absent in older outcome files)
     judge_tokens: int = 0
     judge_usd: float = 0.0
+    score: Optional[float] = None  # a graded verdict in [0, 1] (a Python reward, a judge); None: right/wrong
 
     @property
     def worker_tokens(self) -> int:
@@ -100,7 +101,7 @@ def outcome_of(method: str, task_id: str, domain: str, repeat: int, attempt: Att
         access=tuple(_access_text(s.access) for s in attempt.steps),
         parse_error=attempt.parse_error, fallback=attempt.fallback, error=score.infra_error,
         accepted=attempt.accepted, judge_calls=score.judge.calls, judge_tokens=score.judge.tokens,
-        judge_usd=score.judge.cost_usd)
+        judge_usd=score.judge.cost_usd, score=score.score)
 
 
 def _access_text(access: Any) -> str:

@@ -22,7 +22,7 @@ from conductor.evaluation.outcome import Outcome
 from conductor.evaluation.paper_reference import DOMAINS, PAPER, SELF_REFLECTION_GAIN, TOLERANCE
 from conductor.evaluation.recursion_stats import markdown_lines as recursion_lines
 from conductor.evaluation.recursion_stats import recursion_stats
-from conductor.evaluation.report import AVERAGE, Cell, as_json, best_of
+from conductor.evaluation.report import AVERAGE, Cell, as_json, best_of, graded
 from conductor.evaluation.unseen_report import unseen_json, unseen_sections
 from conductor.evaluation.workflow_stats import markdown_lines, workflow_stats
 
@@ -52,6 +52,10 @@ def _pct(value: float) -> str:
     return "—" if value is None or math.isnan(value) else f"{100 * value:.2f}"
 
 
+def _score(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
 def markdown(table: dict[str, dict[str, Cell]], meta: dict[str, Any]) -> str:
     domains = sorted({d for cells in table.values() for d in cells if d != AVERAGE})
     lines = [f"# Evaluation: {meta.get('title', 'methods on the pool')}", ""]
@@ -60,15 +64,16 @@ def markdown(table: dict[str, dict[str, Cell]], meta: dict[str, Any]) -> str:
     lines += [f"{meta.get('questions', '?')} questions ({', '.join(domains)}), {meta.get('repeats', 1)} repeat(s). "
               "Accuracy in % ± s.e. over questions; calls, tokens, $ and latency are means per question. "
               f"{meta.get('note', '')}".rstrip(), ""]
-    header = ["method", *domains, AVERAGE, "calls", "worker tokens", "conductor tokens", "$ / question",
-              "latency s", "steps", "infra errors"]
+    scores = graded(table)  # a graded reward: its mean score (over scored attempts, 0 to 1) beside accuracy
+    header = ["method", *domains, AVERAGE, *(["mean score"] if scores else []), "calls", "worker tokens",
+              "conductor tokens", "$ / question", "latency s", "steps", "infra errors"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, cells in table.items():
         avg = cells[AVERAGE]
         row = [name] + [f"{_pct(cells[d].accuracy)} ± {_pct(cells[d].se)}" if d in cells else "" for d in domains]
-        row += [f"{_pct(avg.accuracy)}", f"{avg.worker_calls:.2f}", f"{avg.worker_tokens:,.0f}",
-                f"{avg.conductor_tokens:,.0f}", f"{avg.usd:.5f}", f"{avg.latency_s:.3f}", f"{avg.steps:.2f}",
-                str(avg.infra_errors)]
+        row += [f"{_pct(avg.accuracy)}", *([_score(avg.mean_score)] if scores else []), f"{avg.worker_calls:.2f}",
+                f"{avg.worker_tokens:,.0f}", f"{avg.conductor_tokens:,.0f}", f"{avg.usd:.5f}", f"{avg.latency_s:.3f}",
+                f"{avg.steps:.2f}", str(avg.infra_errors)]
         lines.append("| " + " | ".join(row) + " |")
     if set(DOMAINS) <= set(domains):
         lines += ["", *paper_comparison(table)]
