@@ -40,10 +40,11 @@ from conductor.evaluation.earlier_outcomes import earlier_outcomes
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Outcome
-from conductor.evaluation.registry import build_methods
-from conductor.evaluation.report import AVERAGE, summarise, with_oracle
+from conductor.evaluation.registry import build_methods, is_derived
+from conductor.evaluation.report import AVERAGE, graded, summarise, with_oracle
 from conductor.evaluation.report_files import FILES, write_report
 from conductor.executor import WorkflowExecutor
+from conductor.judge_config import judge_worker
 from conductor.local_pool import LocalPool
 from conductor.prompt_builder import PromptBuilder
 from conductor.rollout import SamplingSettings
@@ -53,6 +54,7 @@ from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks import Task, load_tasks
 from conductor.tasks.splits import configured_splits
+from conductor.verifiers.judge import bind_judge
 from conductor.vllm_sampler import BatchedGenerator, VllmSampler
 
 
@@ -127,8 +129,9 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
                               show_prices=config.prompt.show_prices),
                 SamplingSettings(config.evaluate.conductor_temperature, 1.0, config.rollout.max_new_tokens),
                 config.executor.max_rounds, config.evaluate.conductor_name, config.evaluate.constrain_format)
+        judge = bind_judge(config.judge, config.pool, pool)  # grades judged kinds through the same pool
         context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy, tuple(train),
-                                config.verifier, settings=config.evaluate)
+                                config.verifier, settings=config.evaluate, judge=judge)
         reused = reused_conductor_kinds(config, skip)
         names = [n for n in config.evaluate.methods if n not in reused]  # read, so no policy is needed
         methods = [m for m in build_methods(names, context) if m.name not in skip]
@@ -142,7 +145,7 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
             def on_done(outcome: Outcome) -> None:
                 done(bar, advance=1, last=outcome.method)
 
-            harness = Harness(config.verifier, concurrency=config.evaluate.concurrency)
+            harness = Harness(config.verifier, concurrency=config.evaluate.concurrency, judge=judge)
             started = time.perf_counter()
 
             def on_prepare(name: str) -> None:
@@ -158,15 +161,33 @@ def print_table(console: Console, table: dict, domains: list[str]) -> None:
     """As report.md: accuracy is over scored attempts, so each method's unscored ones (infrastructure
     errors: worker outages, a sandbox that refused to run) are shown beside it."""
     view = Table(title="accuracy % (± s.e.) and cost per question")
-    for column in ["method", *domains, AVERAGE, "calls", "worker tok", "$ / q", "infra errors"]:
+    scores = graded(table)  # a graded reward's mean score, as report.md shows it
+    for column in ["method", *domains, AVERAGE, *(["score"] if scores else []), "calls", "worker tok", "$ / q",
+                   "infra errors"]:
         view.add_column(column, justify="left" if column == "method" else "right")
     for name, cells in table.items():
         avg = cells[AVERAGE]
+        score = [] if not scores else ["—" if avg.mean_score is None else f"{avg.mean_score:.3f}"]
         view.add_row(name, *[f"{100 * cells[d].accuracy:.1f} ± {100 * cells[d].se:.1f}" if d in cells else ""
                              for d in domains],
-                     f"{100 * avg.accuracy:.1f}", f"{avg.worker_calls:.1f}", f"{avg.worker_tokens:,.0f}",
+                     f"{100 * avg.accuracy:.1f}", *score, f"{avg.worker_calls:.1f}", f"{avg.worker_tokens:,.0f}",
                      f"{avg.usd:.5f}", str(avg.infra_errors))
     console.print(view)
+    judged = {name: cells[AVERAGE] for name, cells in table.items() if cells[AVERAGE].judge_calls}
+    if judged:  # apart from the workers' figures, as in report.md
+        console.print("judge, per question: " + "; ".join(f"{name} {cell.judge_calls:.2f} calls ${cell.judge_usd:.5f}"
+                                                         for name, cell in judged.items()))
+
+
+def judge_meta(config: Config, outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """report.json's ``judge``: who graded the judged answers and what it spent in all, over the methods run or
+    reused (a derived row, the oracle's, repeats theirs); none: no key."""
+    graded = [o for o in outcomes if not is_derived(o.method)]
+    calls = sum(o.judge_calls for o in graded)
+    if not calls:
+        return {}
+    return {"judge": {"worker": judge_worker(config.judge, config.pool), "calls": calls,
+                      "tokens": sum(o.judge_tokens for o in graded), "cost_usd": sum(o.judge_usd for o in graded)}}
 
 
 def with_table_rows(config: Config) -> tuple[Config, Optional[domain_table.Table]]:
@@ -214,7 +235,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
     simulated = not config.pool.workers or config.pool.providers[0].id == "sim"
     meta = {"title": config.evaluate.title, "command": command, "questions": len(tasks),
             "repeats": config.evaluate.repeats, "split": config.evaluate.split, "seed": config.seed,
-            "workers": [w.id for w in config.pool.workers],
+            "workers": [w.id for w in config.pool.workers], **judge_meta(config, outcomes),
             "note": (f"Simulated pool (`{config.simulator.preset}`, worker latency "
                      f"x{config.simulator.latency_scale:g})." if simulated else ""), **extra}
     with tempfile.TemporaryDirectory() as staging:

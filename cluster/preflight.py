@@ -30,6 +30,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from conductor.config import Config
+from conductor.simulator.preset_file import preset_datasets, read_preset_file
 from conductor.verifiers.http_reward import RewardServer, shown_url
 from learner.gguf_policy import is_gguf_source, resolve_gguf
 
@@ -60,6 +61,10 @@ def preflight(config: Config) -> list[str]:
         problems += _readable(f"data.datasets[{index}].path", spec.path, None, file=True)  # read with env creds
         if spec.reward_server is not None:
             problems += _reward_server(f"data.datasets[{index}].reward_server", spec.reward_server)
+    if not (config.data.datasets and config.pool.workers):  # the simulated preset's task files are read
+        problems += _preset_files(config)
+    if config.data.datasets and not config.pool.workers and not problems:
+        problems += _unknown_to_the_simulator(config)
     model = config.policy.model_path
     if is_gguf_source(model):
         try:
@@ -68,11 +73,41 @@ def preflight(config: Config) -> list[str]:
             problems.append(f"policy.model_path {model}: {exc}")
     elif model and not (HUB_ID.match(model) and not os.path.exists(model)):
         problems += _readable("policy.model_path", model, output_options, file=False)
-    used = {worker.provider for worker in config.pool.workers}  # no workers: the simulated pool replaces it
+    used = {worker.provider for worker in (*config.pool.workers, *config.pool.judges)}  # none: the simulated pool
     for index, provider in enumerate(config.pool.providers):
         if provider.id in used and provider.api_key_env and not os.environ.get(provider.api_key_env):
             problems.append(f"pool.providers[{index}] ({provider.id}): environment variable "
                             f"{provider.api_key_env} is not set")
+    return problems
+
+
+def _preset_files(config: Config) -> list[str]:
+    """The files of the simulator preset's task sets, their ``{data_dir}`` filled in."""
+    problems, preset = [], config.simulator.preset
+    spec = read_preset_file(preset)
+    for where, source in (("tasks", spec.tasks), ("unseen", spec.unseen)):
+        for index, entry in enumerate(preset_datasets(source, config.simulator.model_dump(), where) if source else ()):
+            problems += _readable(f"simulator.preset {preset}: {where}.datasets[{index}].path", entry.path, None,
+                                  file=True)
+    return problems
+
+
+def _unknown_to_the_simulator(config: Config) -> list[str]:
+    """A run's own questions on the simulated pool must be among its preset's tasks, word for word (prompt
+    and instruction): the simulated workers know an item by its prompt, and would answer any other one
+    wrong, so the run would train on nothing and report 0 without saying why."""
+    from conductor.simulator.presets import load_preset
+    from conductor.tasks.loader import load_tasks
+
+    known = {task.prompt for task in load_preset(config.simulator).tasks}
+    problems = []
+    for index, spec in enumerate(config.data.datasets):
+        unknown = [task for task in load_tasks(spec) if task.prompt not in known]
+        if unknown:
+            problems.append(f"data.datasets[{index}] ({spec.path}): {len(unknown)} question(s) are not among "
+                            f"simulator.preset {config.simulator.preset}'s tasks (first: {unknown[0].id}), so the "
+                            "simulated workers would not know them; list the same entry, instruction and all, "
+                            "under the preset's tasks.datasets")
     return problems
 
 

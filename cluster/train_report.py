@@ -18,7 +18,8 @@ from conductor.baselines import DOMAIN_TABLE, RANDOM
 from conductor.run_output import RunOutput
 
 LOG_FIELDS = (  # (key, label, format)
-    ("mean_reward", "reward", "{:.3f}"), ("accuracy", "pass", "{:.2f}"), ("format_rate", "format", "{:.2f}"),
+    ("mean_reward", "reward", "{:.3f}"), ("mean_score", "score", "{:.3f}"),  # score: graded rewards only
+    ("accuracy", "pass", "{:.2f}"), ("format_rate", "format", "{:.2f}"),
     ("steps_per_workflow", "steps/wf", "{:.2f}"), ("conductor_tokens_per_rollout", "tok", "{:.0f}"),
     ("worker_tokens_per_rollout", "wtok", "{:.0f}"), ("cost_usd_per_rollout", "$", "{:.5f}"),
     ("token_multiplier", "lambda", "{:.3f}"),
@@ -39,8 +40,12 @@ def validation_line(result: Any, *, kept: bool, within_budget: bool, best_val: f
 
 
 def log_line(row: dict[str, Any]) -> str:
+    """A step's line; a judge's calls and $ per rollout (judged kinds) follow, apart from the workers' ``$``."""
     parts = [f"step {row['step']:>4} v{row['version']:<4}"]
     parts += [f"{label} {fmt.format(row[key])}" for key, label, fmt in LOG_FIELDS if key in row]
+    if row.get("judge_calls_per_rollout"):
+        parts.append(f"judge {row['judge_calls_per_rollout']:.2f} calls {row['judge_tokens_per_rollout']:.0f} tok "
+                     f"${row['judge_cost_usd_per_rollout']:.5f}")
     if row.get("infra_errors"):
         parts.append(f"infra {row['infra_errors']}")
     return " | ".join(parts)
@@ -135,10 +140,23 @@ def write_plot(history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]
 
 
 def heldout_summary(heldout: Any, tasks: Sequence[Any]) -> dict[str, Any]:
-    """The held-out evaluation's part of ``summary.json`` (``heldout``: a RolloutStats)."""
-    return {"heldout_accuracy": heldout.accuracy, "heldout_format_rate": heldout.format_rate,
-            "heldout_questions": len(tasks), "heldout_infra_errors": heldout.infra_errors,
-            "heldout_scored": len(tasks) - heldout.infra_errors, "heldout_question_ids": [t.id for t in tasks]}
+    """The held-out evaluation's part of ``summary.json`` (``heldout``: a RolloutStats); its mean score only
+    where a graded reward scored it."""
+    figures = {"heldout_accuracy": heldout.accuracy, "heldout_format_rate": heldout.format_rate,
+               "heldout_questions": len(tasks), "heldout_infra_errors": heldout.infra_errors,
+               "heldout_scored": len(tasks) - heldout.infra_errors, "heldout_question_ids": [t.id for t in tasks],
+               **{f"heldout_judge_{figure}": getattr(heldout, f"judge_{figure}_per_rollout") * heldout.rollouts
+                  for figure in ("calls", "tokens", "cost_usd")}}
+    if heldout.mean_score is not None:
+        figures["heldout_mean_score"] = heldout.mean_score
+    return figures
+
+
+def judge_summary(history: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """What a judge spent grading the trained steps' rollouts (judged kinds; 0 otherwise): ``summary.json``'s
+    ``judge_calls``, ``judge_tokens``, ``judge_cost_usd``, apart from the workers' figures."""
+    return {f"judge_{figure}": sum(row.get(f"judge_{figure}_per_rollout", 0.0) * row.get("rollouts", 0)
+                                   for row in history) for figure in ("calls", "tokens", "cost_usd")}
 
 
 def baseline_summary(baselines: dict[str, dict[str, float]]) -> dict[str, Any]:
@@ -210,7 +228,8 @@ def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[A
         **best_validation(state),
         **unscored_summary(state), "rollbacks": state.rollbacks, "policy_version": state.version,
         "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
-        "grpo_seconds": state.wall_seconds, **run_throughput(state.history, state.wall_seconds), **facts}
+        "grpo_seconds": state.wall_seconds, **run_throughput(state.history, state.wall_seconds),
+        **judge_summary(state.history), **facts}
     if config.train.plot and state.history:
         write_plot(state.history, state.evals, {"best_single": figures["best_single_accuracy"],
                                                 "random": figures["random_router_accuracy"],

@@ -10,9 +10,11 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
+from conductor.calibrate_config import CalibrateConfig
 from conductor.config_section import Section
 from conductor.dataset_config import DatasetSpec as DatasetSpec
 from conductor.evaluation.registry import MethodName
+from conductor.judge_config import JudgeConfig, check_judge
 from conductor.rewards import RewardConfig as RewardConfig
 from conductor.serve_config import ServeConfig
 from conductor.sft_config import SftConfig as SftConfig
@@ -69,16 +71,20 @@ class WorkerSpec(Section):
 class PoolConfig(Section):
     providers: list[ProviderSpec] = Field(default_factory=list)
     workers: list[WorkerSpec] = Field(default_factory=list)
+    judges: list[WorkerSpec] = Field(default_factory=list, description="workers called only as a judge "
+                                     "(judge.worker), never shown to the Conductor")
     subset_size: Optional[int] = Field(default=None, ge=1, description="random pool subset per question")
 
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:
-        for kind, ids in (("worker", [w.id for w in self.workers]), ("provider", [p.id for p in self.providers])):
+        callable_ids = [w.id for w in (*self.workers, *self.judges)]
+        for kind, ids in (("worker", callable_ids), ("provider", [p.id for p in self.providers])):
             duplicates = sorted({i for i in ids if ids.count(i) > 1})
             if duplicates:
                 raise ValueError(f"duplicate {kind} ids: {duplicates}")
         known = {p.id for p in self.providers}
-        unknown = sorted({w.provider for w in self.workers if w.provider is not None and w.provider not in known})
+        unknown = sorted({w.provider for w in (*self.workers, *self.judges)
+                          if w.provider is not None and w.provider not in known})
         if unknown:
             raise ValueError(f"workers name unknown providers {unknown}; defined: {sorted(known)}")
         if self.subset_size is not None and self.workers and self.subset_size > len(self.workers):
@@ -89,11 +95,12 @@ class PoolConfig(Section):
         return next(p for p in self.providers if p.id == provider_id)
 
     def routes(self) -> dict[str, list[WorkerSpec]]:
-        """Workers grouped by provider id, for pools that call them; every worker needs a provider."""
-        missing = [w.id for w in self.workers if w.provider is None]
+        """Workers and judges grouped by provider id, for pools that call them; every one needs a provider."""
+        called = [*self.workers, *self.judges]
+        missing = [w.id for w in called if w.provider is None]
         if missing:
             raise ValueError(f"workers without a provider cannot be called: {missing}")
-        return {p.id: [w for w in self.workers if w.provider == p.id] for p in self.providers}
+        return {p.id: [w for w in called if w.provider == p.id] for p in self.providers}
 
 
 class ExecutorConfig(Section):
@@ -119,6 +126,12 @@ class VerifierConfig(Section):
     code_memory_mb: int = Field(default=1024, ge=64, le=65536)
     require_code_isolation: bool = Field(
         default=False, description="refuse to run code when a kernel sandbox layer is unavailable")
+    python_reward_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="a user's Python reward call gets this long, then the episode "
+        "is an infrastructure error (the call runs on in the background: conductor/verifiers/bounded_calls.py)")
+    python_reward_threads: int = Field(
+        default=16, ge=1, le=1024, description="threads each Python reward may hold at once per process; "
+        "calls past the timeout keep theirs until they return")
 
 
 class PolicyConfig(Section):
@@ -335,6 +348,7 @@ class Config(Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
     simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
@@ -345,6 +359,7 @@ class Config(Section):
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    calibrate: CalibrateConfig = Field(default_factory=CalibrateConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
 
     @model_validator(mode="after")
@@ -355,6 +370,11 @@ class Config(Section):
         if self.sft.steps and too_long:
             raise ValueError(f"sft.shapes {', '.join(too_long)} have more steps than executor.max_steps "
                              f"({self.executor.max_steps})")
+        return self
+
+    @model_validator(mode="after")
+    def _judge_callable(self) -> Config:
+        check_judge(self)
         return self
 
     def store(self) -> tuple[str, dict[str, Any]]:

@@ -2,8 +2,10 @@
 JSON, Parquet or CSV file. Both become the same thing, a field map (conductor/tasks/field_map.py), so
 everything a map can get wrong is refused here, at config load, with the setting's name: a Python reward
 (``verifier: python``, ``reward_function: module:function``) is imported here too, so one that does not
-import or cannot take (task, response) fails before any actor starts. A reward server (``verifier: http``,
-``reward_server: {url: ...}``) has its URL and settings checked here; it need not be up yet."""
+import or cannot take (task, response) fails before any actor starts. A preset takes those two keys as
+well: its rows, prompts and instruction as they are, scored by the user's function instead of its own
+verifier (e.g. GSM8K under a reward of one's own). A reward server (``verifier: http``, ``reward_server:
+{url: ...}``) has its URL and settings checked here; it need not be up yet."""
 
 from __future__ import annotations
 
@@ -23,7 +25,11 @@ Column = Annotated[str, Field(min_length=1)]
 Columns = Union[Column, Annotated[list[Column], Field(min_length=1)]]  # a list: the first column with a value
 FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "reward_function", "reward_server",
                   "instruction", "meta")
+PRESET_OVERRIDES = ("verifier", "reward_function")  # a preset scored by the user's reward: verifier python
 RewardFunction = Annotated[str, AfterValidator(check_reference)]  # imported and its signature checked at load
+Scalar = Union[str, int, float, bool, None]
+FilterValues = Annotated[list[Scalar], Field(min_length=1)]
+ReasonedValues = Annotated[dict[Union[int, float, str], str], Field(min_length=1)]  # {value: why it is left out}
 
 
 class DatasetFields(Section):
@@ -47,7 +53,8 @@ class DatasetSpec(Section):
     fields: Optional[DatasetFields] = None
     template: Optional[str] = Field(default=None, description="the question as a str.format template over "
                                     "columns, e.g. '{title}\\n\\n{body}' (in place of fields.question)")
-    domain: Optional[str] = Field(default=None, min_length=1, description="a constant domain (or fields.domain)")
+    domain: Optional[str] = Field(default=None, min_length=1, description="a constant domain (or fields.domain); "
+                                  "with a format, renames the preset's (and so its ids and option orders)")
     id_prefix: Optional[str] = Field(default=None, description="put before each id; None: '{domain}/'")
     verifier: Optional[VerifierKind] = Field(default=None, description="how an answer is scored: a name in "
                                              "the verifier registry (conductor/verifiers/registry.py)")
@@ -62,14 +69,28 @@ class DatasetSpec(Section):
     meta: Union[list[Column], dict[Column, Columns]] = Field(
         default_factory=list, description="columns passed into Task.meta as they are: a list keeps their "
         "names, a mapping renames them ({meta key: column})")
+    include: dict[Column, FilterValues] = Field(
+        default_factory=dict, description="keep only the rows whose column holds one of these values "
+        "({column: [values]}, compared as text); before the field map, so row-index ids count the rows kept")
+    exclude: dict[Column, Union[FilterValues, ReasonedValues]] = Field(
+        default_factory=dict, description="drop the rows whose column holds one of these values: a list, or "
+        "{value: why it is left out}")
+    drop_duplicates: list[Column] = Field(default_factory=list, description="after include/exclude, keep only the "
+                                          "first row of each combination of these columns' values")
 
     @model_validator(mode="after")
     def _one_layout(self) -> DatasetSpec:
         given = [key for key in FIELD_MAP_KEYS if key in self.model_fields_set]
         if self.format is not None:
-            if given:
-                raise ValueError(f"format {self.format} is a built-in field map; give it or {', '.join(given)} "
+            # domain: a new name for the preset's constant domain; verifier python + reward_function: its scorer
+            own_map = [key for key in given if key not in (*PRESET_OVERRIDES, "domain")]
+            if own_map:
+                raise ValueError(f"format {self.format} is a built-in field map; give it or {', '.join(own_map)} "
                                  "(a field map of your own), not both")
+            if self.verifier not in (None, "python"):
+                raise ValueError(f"format {self.format} scores with its own verifier; the one it takes instead "
+                                 "is python, with reward_function (your own reward)")
+            self._check_reward_function()
             return self
         fields = self.fields or DatasetFields()
         if fields.question is None and self.template is None:
@@ -83,15 +104,8 @@ class DatasetSpec(Section):
             raise ValueError("give the domain as fields.domain (a column) or domain (a constant), exactly one")
         if self.verifier is None:
             raise ValueError(f"verifier is required with a field map ({', '.join(registry.names())})")
-        if self.verifier == "python" and self.reward_function is None:
-            raise ValueError("verifier python needs reward_function: 'module:function' (e.g. my_rewards:score)")
-        if self.verifier != "python" and self.reward_function is not None:
-            raise ValueError(f"reward_function is for verifier python; verifier {self.verifier} scores by itself")
-        if self.verifier == "http" and self.reward_server is None:
-            raise ValueError("verifier http needs reward_server: {url: http://host:port/path} (a server that "
-                             "scores batches of answers)")
-        if self.verifier != "http" and self.reward_server is not None:
-            raise ValueError(f"reward_server is for verifier http; verifier {self.verifier} scores by itself")
+        self._check_reward_function()
+        self._check_reward_server()
         verifier = registry.get(self.verifier)
         if verifier.reference and fields.answer is None:
             raise ValueError(f"fields.answer is required: verifier {self.verifier} scores against a reference")
@@ -99,6 +113,20 @@ class DatasetSpec(Section):
         if missing:
             raise ValueError(f"meta lacks {', '.join(missing)}, which verifier {self.verifier} reads")
         return self
+
+    def _check_reward_function(self) -> None:
+        if self.verifier == "python" and self.reward_function is None:
+            raise ValueError("verifier python needs reward_function: 'module:function' (e.g. my_rewards:score)")
+        if self.verifier != "python" and self.reward_function is not None:
+            scorer = f"verifier {self.verifier}" if self.verifier else f"format {self.format}'s verifier"
+            raise ValueError(f"reward_function is for verifier python; {scorer} scores by itself")
+
+    def _check_reward_server(self) -> None:
+        if self.verifier == "http" and self.reward_server is None:
+            raise ValueError("verifier http needs reward_server: {url: http://host:port/path} (a server that "
+                             "scores batches of answers)")
+        if self.verifier != "http" and self.reward_server is not None:
+            raise ValueError(f"reward_server is for verifier http; verifier {self.verifier} scores by itself")
 
     def meta_columns(self) -> dict[str, list[str]]:
         """{Task.meta key: columns tried in order}."""

@@ -11,6 +11,11 @@ answer), counted, and out of accuracy's denominator.
 An episode reaches the verifier only when it has an answer, parsed in every round and met no
 infrastructure error; anything else that is not an infrastructure error is wrong (a format error gets
 ``reward.format_error``; conductor/rewards.py).
+
+A judged kind (``verifier: judge``; its registry entry says ``judged``) is graded by a worker of the pool:
+the scorer awaits its ``judge`` (conductor/verifiers/judge.py, bound to the pool by the rollout runner and
+the evaluation harness) instead of verifying on a thread. What the judge spent is the score's ``judge``
+usage, kept apart from the workers' tokens and dollars, which alone enter the reward's cost penalties.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from typing import Optional, Protocol
 from conductor.config import VerifierConfig
 from conductor.rewards import RewardConfig, reward
 from conductor.tasks.task import Task
+from conductor.verifiers import registry
+from conductor.verifiers.judge import NO_JUDGE_CALLS, Judge, JudgeUsage
 from conductor.verifiers.verdict import Verdict
 from conductor.verifiers.verify import verify
 
@@ -69,6 +76,7 @@ class EpisodeScore:
     verdict: Optional[Verdict] = None  # None: the answer never reached the verifier
     verify_s: float = 0.0
     score: Optional[float] = None  # a graded verdict in [0, 1] (a Python reward), which the reward interpolates
+    judge: JudgeUsage = NO_JUDGE_CALLS  # what a judge worker spent on this answer (not in worker_tokens, cost_usd)
 
     @property
     def correct(self) -> bool:
@@ -89,7 +97,7 @@ def reaches_verifier(episode: Episode) -> bool:
 
 
 def score_of(episode: Episode, verdict: Optional[Verdict], rewards: Optional[RewardConfig] = None,
-             verify_s: float = 0.0) -> EpisodeScore:
+             verify_s: float = 0.0, judge: JudgeUsage = NO_JUDGE_CALLS) -> EpisodeScore:
     """The score given the verdict on the episode's answer (ignored unless it reached the verifier)."""
     if not reaches_verifier(episode):
         verdict = None
@@ -102,43 +110,60 @@ def score_of(episode: Episode, verdict: Optional[Verdict], rewards: Optional[Rew
                    worker_tokens=episode.worker_tokens, infra_error=infra_error is not None, settings=rewards,
                    score=score)
     return EpisodeScore(status, value, episode.format_ok, episode.worker_tokens, episode.cost_usd, infra_error,
-                        verdict, verify_s, score)
+                        verdict, verify_s, score, judge)
 
 
 class EpisodeScorer:
     """Scores episodes, verifying off the event loop (code runs in the sandbox for seconds) on ``threads``
-    (None: the loop's default executor). With ``cache``, one verdict per (question, answer) for this
-    scorer's life, since many attempts give the same answer; its futures belong to one event loop."""
+    (None: the loop's default executor), and awaiting ``judge`` for a judged kind. With ``cache``, one
+    verdict per (question, answer) for this scorer's life, since many attempts give the same answer (the
+    first attempt is charged the judge's calls, the others reuse them free); its futures belong to one
+    event loop."""
 
     def __init__(self, verifier: Optional[VerifierConfig] = None, rewards: Optional[RewardConfig] = None, *,
-                 threads: Optional[Executor] = None, cache: bool = False):
+                 threads: Optional[Executor] = None, cache: bool = False, judge: Optional[Judge] = None):
         self.verifier = verifier or VerifierConfig()
         self.rewards = rewards or RewardConfig()
         self.threads = threads
+        self.judge = judge
         self._verdicts: Optional[dict[tuple[str, str], asyncio.Future]] = {} if cache else None
 
     async def score(self, task: Task, episode: Episode) -> EpisodeScore:
         if not reaches_verifier(episode):
             return score_of(episode, None, self.rewards)
         started = time.perf_counter()
-        verdict = await self._verdict(task, episode.answer or "")
-        return score_of(episode, verdict, self.rewards, time.perf_counter() - started)
+        verdict, spent = await self._verdict(task, episode.answer or "")
+        return score_of(episode, verdict, self.rewards, time.perf_counter() - started, spent)
 
     def score_now(self, task: Task, episode: Episode) -> EpisodeScore:
-        """The same, verified on this thread (no event loop: the demo)."""
+        """The same, verified on this thread (no event loop: the demo; a judged kind is then unscored)."""
         if not reaches_verifier(episode):
             return score_of(episode, None, self.rewards)
         started = time.perf_counter()
         verdict = verify(task, episode.answer or "", self.verifier)
         return score_of(episode, verdict, self.rewards, time.perf_counter() - started)
 
-    async def _verdict(self, task: Task, answer: str) -> Verdict:
-        loop = asyncio.get_running_loop()
+    async def _verdict(self, task: Task, answer: str) -> tuple[Verdict, JudgeUsage]:
         if self._verdicts is None:
-            return await loop.run_in_executor(self.threads, verify, task, answer, self.verifier)
+            return await self._check(task, answer)
         key = (task.id, answer)
         future = self._verdicts.get(key)
         if future is None:
-            future = loop.run_in_executor(self.threads, verify, task, answer, self.verifier)
-            self._verdicts[key] = future
-        return await future
+            future = self._verdicts[key] = asyncio.ensure_future(self._check(task, answer))
+            return await future
+        verdict, _ = await future
+        return verdict, NO_JUDGE_CALLS
+
+    async def _check(self, task: Task, answer: str) -> tuple[Verdict, JudgeUsage]:
+        if self.judge is not None and self._judged(task):
+            judgement = await self.judge.judge(task, answer)
+            return judgement.verdict, judgement.usage
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.threads, verify, task, answer, self.verifier), NO_JUDGE_CALLS
+
+    @staticmethod
+    def _judged(task: Task) -> bool:
+        try:
+            return registry.get(task.verifier).judged
+        except registry.UnknownVerifier:  # verify() says so, naming the task
+            return False

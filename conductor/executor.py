@@ -12,6 +12,7 @@ each step's messages depend only on the steps it sees, so the trace equals the s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -103,9 +104,7 @@ class WorkflowExecutor:
                 if observer is not None:
                     observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index]))
                 raise
-            results[index] = ChatResult(result.text, result.prompt_tokens, result.completion_tokens,
-                                        result.cost_usd, result.retries, time.perf_counter() - started,
-                                        result.finish_reason)
+            results[index] = dataclasses.replace(result, latency_s=time.perf_counter() - started)
             if observer is not None:
                 observer.step_finished(self._trace(round_index, index, step, roster, results[index], None))
 
@@ -136,6 +135,7 @@ class WorkflowExecutor:
         if result is not None:
             trace.response = result.text
             trace.tokens_in, trace.tokens_out = result.prompt_tokens, result.completion_tokens
+            trace.reasoning_tokens = result.reasoning_tokens
             trace.latency_s, trace.cost_usd, trace.retries = result.latency_s, result.cost_usd, result.retries
             trace.finish_reason = result.finish_reason
         else:

@@ -24,6 +24,7 @@ class ChatResult:
     retries: int = 0
     latency_s: float = 0.0
     finish_reason: str = "stop"  # the provider's: "length" when its max_tokens cut the reply
+    reasoning_tokens: int = 0  # hidden reasoning, billed within completion_tokens and never shown
 
 
 class WorkerCallError(Exception):

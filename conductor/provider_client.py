@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import os
 import random
@@ -61,6 +62,13 @@ def finish_reason(reported: Optional[str]) -> Optional[str]:
     if reported in ("length", "max_tokens", "max_output_tokens", "model_length"):
         return "length"
     return "content_filter" if reported == "content_filter" else "stop"
+
+
+def hidden_tokens(usage: Any) -> int:
+    """The reasoning tokens a reply's usage reports within its completion tokens (OpenAI's
+    ``completion_tokens_details.reasoning_tokens``); 0 where a provider reports none."""
+    details = getattr(usage, "completion_tokens_details", None)
+    return int(getattr(details, "reasoning_tokens", None) or 0)
 
 
 class ProviderClient:
@@ -132,8 +140,7 @@ class ProviderClient:
             except LimitWaitTooLong as exc:
                 raise self._fail(worker_id, "deadline", str(exc), retries) from None
             if result is not None:
-                return ChatResult(result.text, result.prompt_tokens, result.completion_tokens, result.cost_usd,
-                                  retries, time.monotonic() - started, result.finish_reason)
+                return dataclasses.replace(result, retries=retries, latency_s=time.monotonic() - started)
             assert failure is not None
             if failure.kind == "rate_limited":
                 self.stats["rate_limited"] += 1
@@ -168,7 +175,8 @@ class ProviderClient:
                 raise ValueError("response has no message content or no usage")
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
             return None, self._failure(worker, exc)
-        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish), None
+        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
+                            hidden_tokens(usage)), None
 
     async def _attempt_streamed(self, worker: WorkerSpec, messages: Messages, request: dict[str, Any],
                                 deadline: float, call_id: str, on_delta: Optional[DeltaSink] = None,
@@ -203,7 +211,8 @@ class ProviderClient:
         if usage is None:
             return self._settle(worker, text, estimate_prompt_tokens(messages),
                                 max(1, len(text) // CHARS_PER_TOKEN), finish), None
-        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish), None
+        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
+                            hidden_tokens(usage)), None
 
     def _failure(self, worker: WorkerSpec, exc: Exception) -> Failure:
         if isinstance(exc, openai.APIStatusError):
@@ -214,13 +223,14 @@ class ProviderClient:
                        failure.retry_after_s)
 
     def _settle(self, worker: WorkerSpec, text: str, prompt_tokens: int, completion_tokens: int,
-                finish_reason: Optional[str]) -> ChatResult:
+                finish_reason: Optional[str], reasoning_tokens: int = 0) -> ChatResult:
         cost = (prompt_tokens * (worker.price_in_per_m or 0.0)
                 + completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
         self.stats["prompt_tokens"] += prompt_tokens
         self.stats["completion_tokens"] += completion_tokens
         self.stats["cost_usd"] += cost
-        return ChatResult(text, prompt_tokens, completion_tokens, cost, finish_reason=finish_reason or "stop")
+        return ChatResult(text, prompt_tokens, completion_tokens, cost, finish_reason=finish_reason or "stop",
+                          reasoning_tokens=reasoning_tokens)
 
     def _observe_limits(self, headers: Any) -> None:
         value = headers.get("x-ratelimit-limit-requests") if headers is not None else None

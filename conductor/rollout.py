@@ -3,7 +3,8 @@
 For each task: build the Conductor prompt (conductor/prompt_builder.py), ask the generator for G samples
 of the same prompt ids, then for
 every sample run the episode (parse, execute against the pool, a recursive round for a configured
-share of samples), score it (conductor/episode_score.py: verified off the event loop) and build the record.
+share of samples), score it (conductor/episode_score.py: verified off the event loop, or graded by the
+judge worker on the same pool) and build the record.
 Per-rollout time is split into generation (the batch's time, shared equally), worker calls and verification.
 
 Ids: given a ``batch_id``, group i is ``{batch_id}-q{i}`` and its sample j ``{batch_id}-q{i}-s{j}``, so a
@@ -30,6 +31,7 @@ from conductor.roster import Roster
 from conductor.tasks.task import Task
 from conductor.trace import RoundTrace
 from conductor.verifiers import python_reward
+from conductor.verifiers.judge import bind_judge
 from conductor.workflow_constraint import workflow_regex
 
 
@@ -100,7 +102,7 @@ class RolloutRunner:
                                     parallel=config.executor.parallel_steps)
         self.episodes = EpisodeRunner(executor, self.prompts.fewshot, max_steps=config.executor.max_steps,
                                       show_prices=config.prompt.show_prices)
-        self.scorer = EpisodeScorer(config.verifier, config.reward)
+        self.scorer = EpisodeScorer(config.verifier, config.reward, judge=bind_judge(config.judge, config.pool, pool))
         self.limit = asyncio.Semaphore(config.rollout.max_concurrent_episodes)
         self.sampling = SamplingSettings(config.rollout.temperature, config.rollout.top_p,
                                          config.rollout.max_new_tokens)
@@ -187,4 +189,5 @@ class RolloutRunner:
                               "completion_logprobs": t.logprobs, "policy_version": t.policy_version}
                              for t in turns or ()],
             answer=episode.answer, infra_error=score.infra_error, cost_usd=score.cost_usd,
-            generation_s=generation_s, workers_s=workers_s, verify_s=score.verify_s)
+            generation_s=generation_s, workers_s=workers_s, verify_s=score.verify_s, judge_calls=score.judge.calls,
+            judge_tokens=score.judge.tokens, judge_cost_usd=score.judge.cost_usd)

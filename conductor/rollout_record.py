@@ -6,6 +6,9 @@ Token ids and logprobs are the engine's own (train on exactly these tokens; neve
 logprobs, as the engine sampled them): the learner trains them with the episode's advantage, so a
 policy learns what to write when it sees its team's answer (learner/train_batch.py).
 ``reward`` is null for infrastructure errors: such rollouts are kept for analysis, not trained on.
+``judge_*``: what a judge worker spent grading the answer (conductor/verifiers/judge.py), apart from
+``cost_usd`` and the steps' tokens, which are the workers' and which the reward's cost penalties price.
+Columns added later read as their defaults from a store written before them (``ADDED_LATER``).
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ SCHEMA = pa.schema([
     pa.field("generation_s", pa.float64()),
     pa.field("workers_s", pa.float64()),
     pa.field("verify_s", pa.float64()),
+    pa.field("judge_calls", pa.int32()),        # a judged kind's judge calls (retries of a reply with no score too)
+    pa.field("judge_tokens", pa.int64()),
+    pa.field("judge_cost_usd", pa.float64()),
     pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
 ])
 
@@ -90,6 +96,9 @@ class RolloutRecord:
     workers_s: float = 0.0
     verify_s: float = 0.0
     score: Optional[float] = None  # the verifier's graded verdict, which ``reward`` interpolates (repricing keeps it)
+    judge_calls: int = 0
+    judge_tokens: int = 0
+    judge_cost_usd: float = 0.0
     created_at: dt.datetime = field(default_factory=_now)
 
     def __post_init__(self) -> None:
@@ -108,6 +117,7 @@ def step_row(step: StepTrace) -> dict[str, Any]:
     row["access"] = "all" if step.access == "all" else ",".join(map(str, step.access))
     row.pop("visible")
     row.pop("finish_reason")  # the endpoint's; the replay store keeps its schema
+    row.pop("reasoning_tokens")  # the calibration's (within tokens_out)
     return row
 
 
@@ -122,10 +132,10 @@ def to_table(records: list[RolloutRecord]) -> pa.Table:
 
 def from_table(table: pa.Table) -> list[RolloutRecord]:
     """Records of a table written by this schema or an earlier one (a store written before
-    ``recursive_turns`` existed reads with none)."""
+    ``recursive_turns`` or the judge columns existed reads with none: their defaults)."""
     names = [name for name in SCHEMA.names if name in table.column_names]
-    return [RolloutRecord(**{k: v for k, v in row.items() if v is not None or k not in OPTIONAL_LISTS})
+    return [RolloutRecord(**{k: v for k, v in row.items() if v is not None or k not in ADDED_LATER})
             for row in table.select(names).to_pylist()]
 
 
-OPTIONAL_LISTS = frozenset({"recursive_turns"})
+ADDED_LATER = frozenset({"recursive_turns", "judge_calls", "judge_tokens", "judge_cost_usd"})

@@ -1,6 +1,8 @@
 """What a batch of rollout records says, as numbers: the per-step log line, the rollouts command's
 summary and the evaluations all use this one definition. Infrastructure errors are counted, never
-scored."""
+scored. A judge's calls, tokens and $ (judged kinds) are figures of their own, in no worker figure.
+``mean_score`` exists only where a graded verifier (a user's Python reward, a judge) gave scores: accuracy
+counts a score of 0.5 or more as right, the mean score keeps the fractions."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 from conductor.rollout_record import RolloutRecord
 
@@ -26,9 +29,17 @@ class RolloutStats:
     domain_accuracy: float = 0.0         # the mean over domains of each domain's accuracy
     domain_reward: float = 0.0           # the same for the reward: an evaluation report's "average"
     domain_worker_tokens: float = 0.0    # the same for worker tokens per question (the report's tokens column)
+    judge_calls_per_rollout: float = 0.0
+    judge_tokens_per_rollout: float = 0.0
+    judge_cost_usd_per_rollout: float = 0.0
+    mean_score: Optional[float] = None   # over scored rollouts with a graded score; None: no graded verdicts
 
     def as_dict(self) -> dict[str, float]:
-        return dataclasses.asdict(self)
+        """Every figure; ``mean_score`` only where there are graded scores."""
+        figures = dataclasses.asdict(self)
+        if self.mean_score is None:
+            del figures["mean_score"]
+        return figures
 
 
 def worker_tokens(record: RolloutRecord) -> int:
@@ -49,6 +60,7 @@ def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
     scored = [r for r in records if r.infra_error is None]
     count = max(1, len(scored))
     parsed = [r for r in scored if r.format_ok]
+    graded = [r.score for r in scored if r.score is not None]
     return RolloutStats(
         rollouts=len(records), infra_errors=len(records) - len(scored),
         format_rate=len(parsed) / count,
@@ -60,4 +72,8 @@ def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
         cost_usd_per_rollout=sum(r.cost_usd for r in records) / max(1, len(records)),
         domain_accuracy=domain_mean(scored, lambda r: float(r.correct)),
         domain_reward=domain_mean(scored, lambda r: r.reward or 0.0),
-        domain_worker_tokens=domain_mean(records, worker_tokens))
+        domain_worker_tokens=domain_mean(records, worker_tokens),
+        judge_calls_per_rollout=sum(r.judge_calls for r in records) / max(1, len(records)),
+        judge_tokens_per_rollout=sum(r.judge_tokens for r in records) / max(1, len(records)),
+        judge_cost_usd_per_rollout=sum(r.judge_cost_usd for r in records) / max(1, len(records)),
+        mean_score=sum(graded) / len(graded) if graded else None)

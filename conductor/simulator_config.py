@@ -28,7 +28,7 @@ class FaultRates(Section):
 
 
 class SimulatorConfig(Section):
-    preset: str = Field(default="toy", description="toy, paper-7 (shipped YAML presets) or the path of "
+    preset: str = Field(default="toy", description="toy, paper-7, toy-judged (shipped YAML presets) or the path of "
                         "your own preset file ending in .yaml (schema: conductor/simulator/preset_file.py)")
     seed: int = 0
     host: str = "127.0.0.1"
@@ -64,9 +64,10 @@ class SimulatorConfig(Section):
                                 "that could solve the item)")
     sample_noise: float = Field(default=0.5, ge=0, description="s.d. of per-sample skill noise when a request "
                                 "carries a `seed` (independent samples for consensus); 0 = one answer per prompt")
-    data_dir: str = "../shared/data"
+    data_dir: str = Field(default="../shared/data", description="where a preset's entries find \"{data_dir}/...\"")
     toy_items_per_domain: int = Field(default=600, ge=10)
-    mmlu_items: int = Field(default=600, ge=10, description="MMLU-STEM rows the paper-7 preset knows")
+    mmlu_items: int = Field(default=600, ge=10, description="MMLU-STEM rows the paper-7 preset knows (its "
+                            "MMLU entry's limit: \"{mmlu_items}\")")
 
     @field_validator("preset")
     @classmethod
@@ -76,3 +77,17 @@ class SimulatorConfig(Section):
 
         read_preset_file(preset)
         return preset
+
+    @model_validator(mode="after")
+    def _preset_datasets(self) -> SimulatorConfig:
+        """Its task sets' entries, with this section's settings filled in, checked as data.datasets entries."""
+        from conductor.simulator.preset_file import preset_datasets, read_preset_file
+
+        spec = read_preset_file(self.preset)
+        try:
+            for where, source in (("tasks", spec.tasks), ("unseen", spec.unseen)):
+                if source is not None:
+                    preset_datasets(source, self.model_dump(), where)
+        except ValueError as exc:
+            raise ValueError(f"simulator.preset {self.preset}: {exc}") from None
+        return self

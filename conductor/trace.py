@@ -21,6 +21,7 @@ class StepTrace:
     response: Optional[str] = None
     tokens_in: int = 0
     tokens_out: int = 0
+    reasoning_tokens: int = 0  # hidden, within tokens_out
     latency_s: float = 0.0
     cost_usd: float = 0.0
     retries: int = 0

@@ -47,6 +47,17 @@ def resolve_gguf(source: str) -> Path:
     return path
 
 
+def conversion_stamp(source: str) -> dict:
+    gguf = resolve_gguf(source)
+    return {"source": source, "file": gguf.name, "bytes": gguf.stat().st_size}
+
+
+def is_converted(source: str, out_dir: Path) -> bool:
+    """A finished conversion of this very file is in ``out_dir`` (its marker, written last, matches)."""
+    marker = Path(out_dir) / MARKER
+    return marker.is_file() and json.loads(marker.read_text()) == conversion_stamp(source)
+
+
 def convert_gguf(source: str, out_dir: Path, log: Callable[[str], None] = print) -> Path:
     """Dequantise ``source`` into a HF directory at ``out_dir`` (fp32 weights, tokenizer with its chat
     template). Reused when a finished conversion of the same file is there."""
@@ -54,9 +65,7 @@ def convert_gguf(source: str, out_dir: Path, log: Callable[[str], None] = print)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     gguf = resolve_gguf(source)
-    stamp = {"source": source, "file": gguf.name, "bytes": gguf.stat().st_size}
-    marker = out_dir / MARKER
-    if marker.is_file() and json.loads(marker.read_text()) == stamp:
+    if is_converted(source, out_dir):
         return out_dir
     started = time.time()
     folder, name = str(gguf.parent), gguf.name
@@ -74,7 +83,7 @@ def convert_gguf(source: str, out_dir: Path, log: Callable[[str], None] = print)
     out_dir.mkdir(parents=True, exist_ok=True)
     plain.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    marker.write_text(json.dumps(stamp))
+    (out_dir / MARKER).write_text(json.dumps(conversion_stamp(source)))
     params = sum(p.numel() for p in plain.parameters())
     log(f"converted {gguf.name} to {out_dir} ({params / 1e6:.1f}M parameters, fp32) in {time.time() - started:.0f}s")
     return out_dir

@@ -5,7 +5,13 @@ checkpoint on S3. The command both jobs run is the entrypoint of k8s/rayjob-toy.
 manifest, so the command KubeRay submits is known to work; the test only appends `--set` overrides
 (later ones win) that make the run small and point output.dir at its own S3 server, and
 `train.resume=true` for the second job. Last, the GPU RayJob's entrypoint (k8s/rayjob-train.yaml) as
-written: on this CPU head it gets as far as its preflight check, which must name every missing piece."""
+written: on this CPU head it gets as far as its preflight check, which must name every missing piece.
+
+The training jobs score their questions with a user's Python reward (README, "Your own reward"): the toy
+preset's own questions as a JSONL on S3, and a function in a module outside the repository that reaches the
+job only through the runtime env's ``py_modules``, as a user ships one. It gives a stated reference 1 and
+anything else 0.25 and notes each call, so the test sees it imported and called inside the rollout actors,
+from the copy Ray unpacked, and its scores in the run's records."""
 
 import json
 import os
@@ -29,6 +35,7 @@ import s3fs
 import yaml
 
 from conductor.replay_store import ReplayStore
+from conductor.tasks.toy import toy_tasks
 from tests.support.toy_warm_start import TOY_WARM_START
 
 pytestmark = pytest.mark.slow
@@ -39,6 +46,21 @@ GPU_JOB = REPO / "k8s" / "rayjob-train.yaml"  # its entrypoint runs up to its pr
 SMALL = [*TOY_WARM_START, "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
          "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false",
          "simulator.latency_scale=0.5"]
+REWARD = '''
+import json
+
+import ray
+
+CALLS = {calls!r}
+
+
+def score(task, response):
+    actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
+    with open(CALLS, "a") as handle:
+        handle.write(json.dumps({{"actor": actor, "id": task["id"], "module": __file__}}) + "\\n")
+    stated = response.strip().splitlines()[-1].replace("####", "").replace("Answer:", "").strip()
+    return 1.0 if stated == task["answer"] else 0.25
+'''
 FAMILIES_SEEN = {  # one family per actor kind, the ones every run emits
     "engine": "ray_conductor_engine_generated_tokens_total",
     "rollout actor": "ray_conductor_rollouts_total",
@@ -167,7 +189,8 @@ def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout
     return logs, seen
 
 
-def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, toy_warm_start, tmp_path):
+def test_a_job_trains_with_a_shipped_reward_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, toy_warm_start,
+                                                                                           tmp_path):
     bucket, run = "jobs", f"job-{uuid.uuid4().hex[:6]}"
     fs = s3fs.S3FileSystem(**s3_server.storage_options)
     fs.mkdirs(bucket, exist_ok=True)
@@ -181,7 +204,21 @@ def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, 
     spec = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
     spec["env_vars"].update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
                             AWS_ENDPOINT_URL_S3=s3_server.endpoint)
+    # The user's reward, a package in a folder of its own that is neither the working dir nor on any path:
+    # the job imports it (config load in the driver, each rollout actor) only from the runtime env's
+    # py_modules. A package folder: Ray 2.60's job client uploads no single .py file.
+    user_code, calls = tmp_path / "user_code", tmp_path / "reward_calls.jsonl"
+    (user_code / "job_reward").mkdir(parents=True)
+    (user_code / "job_reward" / "__init__.py").write_text(REWARD.format(calls=str(calls)))
+    spec["py_modules"] = [str(user_code / "job_reward")]
     runtime_env.write_text(yaml.safe_dump(spec))
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps({"question": t.prompt, "gold": t.answer, "key": t.id, "area": t.domain})
+                                 + "\n" for t in toy_tasks(10, seed=0)))
+    fs.put_file(str(questions), f"{bucket}/data/questions.jsonl")
+    dataset = {"path": f"s3://{bucket}/data/questions.jsonl", "id_prefix": "", "instruction": "",
+               "fields": {"question": "question", "answer": "gold", "id": "key", "domain": "area"},
+               "verifier": "python", "reward_function": "job_reward:score"}
     # Every Ray process of the head reports its metrics each second instead of Ray's 10 s, so that a job
     # of seconds shows every family before its actors exit (what an actor never reported is lost).
     # Token auth with the test's own token: `ray start` does not create one, and on a new machine
@@ -195,7 +232,7 @@ def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, 
     head = Head(env)
     try:
         # Small, isolated (its own run_name) and on the test's bucket: overrides of the manifest's output.dir.
-        common = [*SMALL, f"run_name={run}", f"output.dir=s3://{bucket}/runs"]
+        common = [*SMALL, f"run_name={run}", f"output.dir=s3://{bucket}/runs", f"data.datasets=[{json.dumps(dataset)}]"]
         logs, seen = submit_and_wait(head, [*common, "train.steps=2"], runtime_env)
         assert f"outputs: s3://{bucket}/runs/{run}" in logs
         missing = {kind: name for kind, name in FAMILIES_SEEN.items() if name not in seen}
@@ -208,6 +245,21 @@ def test_a_job_trains_to_s3_exports_metrics_and_a_second_job_resumes(s3_server, 
         assert fs.exists(f"{root}/checkpoints/step-2/trainer_state.json") and fs.exists(f"{root}/policy/config.json")
         assert fs.glob(f"{root}/rollouts/policy_version=*/batch-*.parquet")
         assert not (REPO / "runs" / run).exists()  # nothing written into the working dir
+
+        # The reward ran inside the job's rollout actors, from the copy of py_modules Ray unpacked on the
+        # head, and its scores (1 or 0.25) are the records' verdicts and rewards.
+        seen_calls = [json.loads(line) for line in calls.read_text().splitlines()]
+        assert any(call["actor"] for call in seen_calls)
+        assert {call["id"] for call in seen_calls} <= {t.id for t in toy_tasks(10, seed=0)}
+        assert all("runtime_resources" in call["module"] and not call["module"].startswith(str(user_code))
+                   for call in seen_calls), {call["module"] for call in seen_calls}
+        records = ReplayStore(f"s3://{root}/rollouts", s3_server.storage_options).dataset().to_table().to_pylist()
+        assert records and not any(r["infra_error"] for r in records)
+        judged = [r for r in records if r["score"] is not None]
+        assert judged and {r["score"] for r in judged} <= {0.25, 1.0}
+        for record in judged:  # no cost penalty in this recipe: wrong + score * (correct - wrong)
+            assert record["reward"] == pytest.approx(0.5 + 0.5 * record["score"])
+            assert record["correct"] == (record["score"] == 1.0)
 
         # The second job resumes from step 2's checkpoint on S3: steps 3 and 4 only, with rollouts sampled
         # past the checkpoint's policy version (v3: the step-2 weights), added to the first job's.

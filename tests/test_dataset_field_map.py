@@ -126,17 +126,17 @@ def test_bad_rows_fail_at_load_naming_file_row_and_field(tmp_path, rows, entry, 
 
 @pytest.mark.parametrize("entry, message", [
     ({}, r"data\.datasets\.0: .*give format \(a built-in: math500.*\) or a field map"),
-    ({"format": "math500", "domain": "algebra"},
-     r"format math500 is a built-in field map; give it or domain \(a field map of your own\), not both"),
+    ({"format": "math500", "domain": "algebra", "template": "{problem}"},
+     r"format math500 is a built-in field map; give it or template \(a field map of your own\), not both"),
     ({"format": "mmlu", "fields": {"question": "q"}, "verifier": "choice"},
-     r"format mmlu is a built-in field map; give it or fields, verifier"),
+     r"format mmlu is a built-in field map; give it or fields \(a field map of your own\)"),
     ({"format": "trivia"}, r"data\.datasets\.0\.format: Input should be 'math500'"),
     ({"fields": {"question": "q", "answer": "a"}, "domain": "d", "verifier": "fuzzy"},
      r"data\.datasets\.0\.verifier: .*'fuzzy' is not a verifier; known: math, choice, number, text, exact, "
-     r"humaneval, mbpp, lcb_stdin, lcb_functional, python"),
+     r"humaneval, mbpp, lcb_stdin, lcb_functional, python, judge"),
     ({"fields": {"question": "q", "answer": "a"}, "domain": "d"},
      r"verifier is required with a field map \(math, choice, number, text, exact, humaneval, mbpp, lcb_stdin, "
-     r"lcb_functional, python, http\)"),
+     r"lcb_functional, python, judge, http\)"),
     ({"fields": {"question": "q", "answer": "a"}, "template": "{q}", "domain": "d", "verifier": "text"},
      r"fields\.question and template both give the question"),
     ({"fields": {"question": "q", "answer": "a"}, "verifier": "text"}, r"fields\.domain \(a column\) or domain"),

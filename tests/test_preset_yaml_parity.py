@@ -4,6 +4,7 @@ tasks, pinned as one digest per config (taken from the code before the presets m
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,8 @@ CASES = {  # name: (config from ../shared/data's path, pinned digest)
     "paper-7-default": (lambda data: SimulatorConfig(preset="paper-7", data_dir=data), "2ce203288c996879d42f0b55"),
     "train-paper7": (lambda data: load_config(REPO / "configs/train-paper7.yaml",
                                               [f"simulator.data_dir={data}"]).simulator, "2ce203288c996879d42f0b55"),
+    "eval-paper7": (lambda data: load_config(REPO / "configs/eval-paper7.yaml",
+                                             [f"simulator.data_dir={data}"]).simulator, "2ce203288c996879d42f0b55"),
 }
 
 
@@ -107,3 +110,49 @@ def test_a_task_domain_without_accuracy_fails(shared_data, tmp_path):
     path.write_text(USER_PRESET.replace("DATA", str(shared_data)).replace("aime: 0.05", "aimee: 0.05"))
     with pytest.raises(ValueError, match="no accuracy for domain 'aime' in worker\\(s\\) fast"):
         load_preset(SimulatorConfig(preset=str(path)))
+
+
+SETTINGS_PRESET = """
+name: sized
+workers:
+  - {name: solo, description: one model, accuracy: {gsm8k: 0.5, math500: 0.5}}
+tasks:
+  datasets:
+    - {format: gsm8k, path: "{data_dir}/gsm8k.jsonl", limit: "{mmlu_items}"}
+unseen:
+  datasets:
+    - {format: math500, path: "{data_dir}/math500.jsonl", limit: 12}
+"""
+
+
+def test_a_presets_entries_take_the_runs_data_dir_and_settings(shared_data, tmp_path):
+    """Relative data_dir as the shipped configs give it; "{mmlu_items}" alone becomes the number."""
+    path = tmp_path / "sized.yaml"
+    path.write_text(SETTINGS_PRESET)
+    relative = os.path.relpath(shared_data)
+    config = load_config(None, [f"simulator.preset={path}", f"simulator.data_dir={relative}",
+                                "simulator.mmlu_items=25"]).simulator
+    preset = load_preset(config)
+    assert len(preset.tasks) == 25 and preset.tasks[0].id == "gsm8k/0" and len(preset.unseen) == 12
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("{data_dir}/gsm8k", "{datadir}/gsm8k"), r"tasks\.datasets\.0\.path: \{datadir\} is not a simulator setting "
+                                            r"\(known: aggregate_follow, .*data_dir, .*mmlu_items"),
+    (("limit: 12", "limit: '{host}'"), r"unseen\.datasets\.0: limit: Input should be a valid integer"),
+    (("limit: 12", "include: {level: []}"), r"unseen\.datasets\.0: include\.level: List should have at least 1"),
+    (("format: math500", "format: math5000"), r"unseen\.datasets\.0: format: Input should be 'math500'"),
+])
+def test_a_wrong_entry_in_a_preset_fails_at_config_load_naming_it(tmp_path, change, message):
+    path = tmp_path / "sized.yaml"
+    path.write_text(SETTINGS_PRESET.replace(*change))
+    with pytest.raises(ValueError, match=rf"simulator\.preset {path}: {message}"):
+        load_config(None, [f"simulator.preset={path}"])
+
+
+def test_a_missing_data_file_names_the_entry_the_path_and_the_setting(tmp_path):
+    config = load_config(None, ["simulator.preset=paper-7", f"simulator.data_dir={tmp_path}/nowhere"]).simulator
+    with pytest.raises(FileNotFoundError) as caught:
+        load_preset(config)
+    assert str(caught.value) == (f"simulator.preset paper-7: tasks.datasets.0.path {tmp_path}/nowhere/math500.jsonl "
+                                 f"({{data_dir}}/math500.jsonl with simulator.data_dir={tmp_path}/nowhere): not found")

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 import sys
+import time
 import uuid
 
 import pytest
@@ -22,10 +23,12 @@ from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Attempt
 from conductor.evaluation.registry import build_methods
+from conductor.evaluation.report import AVERAGE, summarise
 from conductor.executor import WorkflowExecutor
 from conductor.rewards import RewardConfig
 from conductor.rollout import RolloutRunner
 from conductor.rollout_record import RolloutRecord
+from conductor.rollout_summary import summarise as rollout_stats
 from conductor.roster import Roster
 from conductor.scripted_pool import ScriptedPool
 from conductor.simulator.presets import SimWorker
@@ -40,8 +43,10 @@ from tests.test_episode_score import FakeTokenizer
 
 REWARDS = '''
 import math
+import threading
 
 SEEN = []
+RELEASE = threading.Event()
 
 
 def share(task, response):
@@ -77,6 +82,16 @@ def words(task, response):
 
 def cannot_judge(task, response):
     return None
+
+
+def hashes(task, response):
+    return response.strip().endswith("#### " + task["answer"])
+
+
+def sleeps(task, response):
+    """Hangs (a judge that never answers) until the test releases it."""
+    RELEASE.wait(timeout=300)
+    return 1.0
 
 
 def numpy_mean(task, response):
@@ -253,6 +268,20 @@ def test_a_fractional_score_moves_the_reward_between_wrong_and_correct(tmp_path,
     assert budget.reprice([dataclasses.replace(record, score=None)])[0].reward == pytest.approx(1.0)
 
 
+def test_a_graded_score_reaches_training_records_and_evaluation_outcomes_and_their_means(tmp_path, user_module):
+    config = config_with(tmp_path, entry(tmp_path, f"{user_module}:share"))
+    tasks = load_tasks(config.data.datasets[0])  # "red blue" and "orange": "Answer: red" scores 0.5 and 0.0
+    workers = [WorkerSpec(id="w", description="answers")]
+    pool = ScriptedPool({"w": "Answer: red"})
+    config = Config(data=config.data, pool=PoolConfig(workers=workers), prompt={"num_fewshot": 0})
+    records = asyncio.run(RolloutRunner(config, FakeTokenizer(), FixedRouter(lambda: 0), pool).run(tasks, group_size=1))
+    assert [r.score for r in records] == [0.5, 0.0] and rollout_stats(records).mean_score == 0.25
+    context = MethodContext(Roster.full(workers), WorkflowExecutor(pool))
+    outcomes = asyncio.run(Harness().run(build_methods(["single"], context), tasks))
+    assert sorted(o.score for o in outcomes) == [0.0, 0.5]
+    assert summarise(outcomes)["single:w"][AVERAGE].mean_score == 0.25
+
+
 def test_the_simulator_states_a_python_tasks_answer_as_a_text_answer(tmp_path, user_module):
     [spec] = config_with(tmp_path, entry(tmp_path, f"{user_module}:last_line")).data.datasets
     task = load_tasks(spec)[1]
@@ -272,3 +301,83 @@ def test_a_process_that_cannot_import_the_reward_fails_when_its_rollouts_start(t
     with pytest.raises(python_reward.RewardImportError, match=rf"reward function '{user_module}:share' in this "
                        r"process: cannot import .*ship the module with the job"):
         RolloutRunner(config, FakeTokenizer(), FixedRouter(lambda: 0), ScriptedPool({}))
+
+
+def test_a_reward_named_by_its_file_path_loads_from_the_working_directory(tmp_path, monkeypatch):
+    folder = tmp_path / "my-task"  # a folder name that is no module name: only the path form reaches it
+    folder.mkdir()
+    (folder / "scoring.py").write_text(REWARDS)
+    monkeypatch.chdir(tmp_path)
+    reference = "my-task/scoring.py:last_line"
+    assert python_reward.check_reference(reference) == reference
+    [spec] = config_with(tmp_path, entry(tmp_path, reference)).data.datasets
+    task = load_tasks(spec)[0]
+    assert verify(task, "working\nAnswer: " + task.answer).score == 1.0
+    assert not verify(task, "Answer: something else").correct
+    assert python_reward.resolve("my-task/scoring.py:Judge.score")(task, "x") == 1.0
+    for reference, message in [("my-task/absent.py:score", "no file my-task/absent.py"),
+                               ("my-task/scoring.py:absent", "has no 'absent'"),
+                               ("my-task/scoring.py:", "is not 'module:function' or 'path/to/file.py:function'"),
+                               ("my-task/scoring:score", "is not 'module:function'")]:
+        with pytest.raises(python_reward.RewardImportError, match=re.escape(message)):
+            python_reward.check_reference(reference)
+
+
+def test_a_reward_that_hangs_is_an_infra_error_after_its_timeout_and_holds_only_its_own_threads(tmp_path,
+                                                                                                user_module):
+    reference = f"{user_module}:sleeps"
+    config = config_with(tmp_path, entry(tmp_path, reference), ["verifier.python_reward_timeout_s=0.2",
+                                                                "verifier.python_reward_threads=2"])
+    task = load_tasks(config.data.datasets[0])[0]
+    module = sys.modules[user_module]
+    try:
+        # each call returns to its caller after the timeout; the hung call keeps one of the reward's 2 threads
+        for _ in range(2):
+            verdict = verify(task, "Answer: red", config.verifier)
+            assert verdict.score is None and not verdict.correct
+            assert verdict.infra_error == (f"reward function {reference} gave no score within 0.2 s "
+                                           "(verifier.python_reward_timeout_s)")
+        assert python_reward._calls[reference].overdue == 2
+        # both threads hung: the next call is not made at all, and says why
+        saturated = verify(task, "Answer: red", config.verifier)
+        assert saturated.infra_error == (f"reward function {reference} was not called: all 2 threads busy for "
+                                         "0.2 s (2 of them in calls past the timeout) "
+                                         "(verifier.python_reward_threads)")
+        scored = score_of(episode(), saturated)
+        assert scored.status is Status.INFRA_ERROR and scored.reward is None
+    finally:
+        module.RELEASE.set()
+    deadline = time.monotonic() + 60  # the hung calls return once released, and give their threads back
+    while python_reward._calls[reference].overdue and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert python_reward._calls[reference].overdue == 0
+    generous = config.verifier.model_copy(update={"python_reward_timeout_s": 60.0})
+    assert verify(task, "Answer: red", generous).score == 1.0
+
+
+def test_a_preset_format_is_scored_by_the_users_reward_with_its_own_prompt(tmp_path, user_module):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text(json.dumps({"question": "Tom has 3 apples and buys 4. How many?", "answer": "3 + 4 = 7\n#### 7"})
+                    + "\n")
+    preset = {"format": "gsm8k", "path": str(path)}
+    [built_in] = load_tasks(config_with(tmp_path, preset).data.datasets[0])
+    config = config_with(tmp_path, {**preset, "verifier": "python", "reward_function": f"{user_module}:hashes"})
+    [task] = load_tasks(config.data.datasets[0])
+    assert (task.verifier, task.reward_function) == ("python", f"{user_module}:hashes")
+    assert (task.id, task.prompt, task.answer, task.meta) == (built_in.id, built_in.prompt, "7", built_in.meta)
+    assert verify(task, "3 and 4 make 7.\n#### 7").score == 1.0
+    assert verify(task, "#### 8").score == 0.0
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"verifier": "text"}, r"format gsm8k scores with its own verifier; the one it takes instead is python"),
+    ({"reward_function": "{m}:hashes"}, r"reward_function is for verifier python; format gsm8k's verifier scores"),
+    ({"verifier": "python"}, r"verifier python needs reward_function"),
+    ({"verifier": "python", "reward_function": "{m}:hashes", "instruction": ""},
+     r"format gsm8k is a built-in field map; give it or instruction"),
+])
+def test_a_preset_takes_only_a_python_reward_in_place_of_its_verifier(tmp_path, user_module, extra, message):
+    dataset = {"format": "gsm8k", "path": str(tmp_path / "gsm8k.jsonl"),
+               **{key: value.format(m=user_module) for key, value in extra.items()}}
+    with pytest.raises(ConfigError, match=message):
+        config_with(tmp_path, dataset)

@@ -14,6 +14,7 @@ import pytest
 
 from conductor.weight_transfer import free_port
 from conductor.workflow import parse_workflow
+from learner.gguf_policy import SMOLLM2, convert_gguf, resolve_gguf
 from tests.support.served_process import start_process, stop_process
 from tests.support.train_cli import run_train
 
@@ -47,6 +48,28 @@ def test_the_smollm2_run_trains_and_exports_a_model_vllm_and_transformers_load(s
     assert "quantization_config" not in config
     assert (run / "policy" / "chat_template.jinja").is_file() or "chat_template" in json.loads(
         (run / "policy" / "tokenizer_config.json").read_text())
+
+
+def test_the_conversion_gives_the_gguf_models_logits_and_is_reused(smoke_run):
+    """The run's own conversion (runs/smoke/initial), so CI dequantises SmolLM2 once for both checks."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    converted = smoke_run[0] / "initial"
+    plain = AutoModelForCausalLM.from_pretrained(converted, dtype=torch.float32)
+    assert plain.lm_head.weight.data_ptr() == plain.model.embed_tokens.weight.data_ptr()
+    tokenizer = AutoTokenizer.from_pretrained(converted)
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}], add_generation_prompt=True,
+                                        return_tensors="pt", return_dict=True)["input_ids"]
+    assert tokenizer.decode(ids[0]).count("<|im_start|>") >= 2   # its own ChatML template, not a default
+    gguf = resolve_gguf(SMOLLM2)
+    reference = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    with torch.no_grad():
+        assert torch.allclose(plain(ids).logits, reference(ids).logits, atol=1e-4)
+
+    logged: list[str] = []
+    assert convert_gguf(SMOLLM2, converted, log=logged.append) == converted    # reused: no second dequantisation
+    assert logged == []
 
 
 def test_the_endpoint_serves_the_smollm2_policy_with_a_trace_of_its_own_output(smoke_run, tmp_path):

@@ -15,7 +15,7 @@ from conductor.evaluation.paper_reference import TABLE2, UNSEEN_DOMAINS, UNSEEN_
 from conductor.prompt_builder import PromptBuilder
 from conductor.simulator.oracle import Oracle
 from conductor.simulator.presets import load_preset, simulated_pool_config
-from conductor.simulator.unseen import MBPP_EXCLUDED, UNSEEN_SUBJECTS, unseen_accuracy
+from conductor.simulator.unseen import left_out, unseen_accuracy
 from conductor.tasks.splits import configured_splits
 from conductor.verifiers.verify import verify
 
@@ -23,6 +23,8 @@ from conductor.verifiers.verify import verify
 # tasks (id, domain, prompt, answer, verifier) and each worker's solved-or-not on each of them.
 SEEN_TASKS_SHA256 = "2659f65a41c9075697ac1d5da531e707e48f87c0b564c8d2fdc2bd5647492b64"
 SEEN_SOLVED_SHA256 = "e49ef69a87b6cbaaab4aed61849d07d98d3fdcfaec5da25fd6decd8d1ce8b035"
+UNSEEN_SUBJECTS = {"college_physics", "conceptual_physics", "high_school_physics", "college_chemistry",
+                   "high_school_chemistry"}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def test_the_seen_tasks_and_their_calibration_are_unchanged(paper7):
 def test_three_unseen_types_of_the_planned_sizes(paper7):
     preset, _ = paper7
     sizes = Counter(t.domain for t in preset.unseen)
-    assert sizes == {"aime": 30, "physchem": 780, "mbpp": 427 - len(MBPP_EXCLUDED)}
+    assert sizes == {"aime": 30, "physchem": 780, "mbpp": 427 - len(left_out()["mbpp"])}
     assert {t.verifier for t in preset.unseen if t.domain == "mbpp"} == {"mbpp"}
     assert {t.meta["subject"] for t in preset.unseen if t.domain == "physchem"} == UNSEEN_SUBJECTS
     assert len({t.id for t in preset.unseen}) == len(preset.unseen)

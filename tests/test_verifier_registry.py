@@ -21,7 +21,7 @@ from conductor.verifiers.verdict import Verdict
 from conductor.verifiers.verify import verify
 
 BUILT_IN = ("math", "choice", "number", "text", "exact", "humaneval", "mbpp", "lcb_stdin", "lcb_functional",
-            "python", "http")
+            "python", "judge", "http")
 
 
 def test_the_built_in_kinds_and_what_a_field_map_must_supply_for_each():

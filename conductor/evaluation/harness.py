@@ -2,9 +2,10 @@
 (conductor/episode_score.py), one ``Outcome`` kept.
 
 Attempts run concurrently up to ``concurrency`` (the pool's own limits still apply underneath). Verifying
-is synchronous (code runs in the sandbox), so it runs in a thread pool, off the event loop; a verdict is
-cached per (question, answer text), since many attempts give the same answer. ``on_done`` is called once
-per finished attempt (the progress bar).
+is synchronous (code runs in the sandbox), so it runs in a thread pool, off the event loop; a judged kind
+is graded by ``judge``, a worker of the same pool (conductor/verifiers/judge.py). A verdict is cached per
+(question, answer text), since many attempts give the same answer (the judge is paid once for it).
+``on_done`` is called once per finished attempt (the progress bar).
 
 A method that must see every question first (Smoothie estimates worker quality from all the outputs) or
 train on the train split (the routers) has a ``prepare(tasks, repeats, limit)`` coroutine; it runs before
@@ -24,14 +25,16 @@ from conductor.episode_score import EpisodeScorer
 from conductor.evaluation.method import Method
 from conductor.evaluation.outcome import Outcome, outcome_of
 from conductor.tasks.task import Task
+from conductor.verifiers.judge import Judge
 
 VERIFY_THREADS = 2
 
 
 class Harness:
-    def __init__(self, verifier: Optional[VerifierConfig] = None, concurrency: int = 32):
+    def __init__(self, verifier: Optional[VerifierConfig] = None, concurrency: int = 32, judge: Optional[Judge] = None):
         self.verifier = verifier or VerifierConfig()
         self.concurrency = concurrency
+        self.judge = judge
 
     async def run(self, methods: Sequence[Method], tasks: Sequence[Task], repeats: int = 1,
                   on_done: Optional[Callable[[Outcome], None]] = None,
@@ -39,7 +42,7 @@ class Harness:
         """Outcomes in (method, task, repeat) order, whatever order the attempts finished in."""
         gate = asyncio.Semaphore(self.concurrency)
         threads = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify")
-        scorer = EpisodeScorer(self.verifier, threads=threads, cache=True)  # its futures: this run's event loop
+        scorer = EpisodeScorer(self.verifier, threads=threads, cache=True, judge=self.judge)  # futures: this loop
 
         async def one(method: Method, task: Task, repeat: int) -> Outcome:
             async with gate:

@@ -115,7 +115,7 @@ class MasRouter:
         """(correct, dollars, calls), or None for an infrastructure error (not a training signal)."""
         async with limit:
             attempt = await run_workflow(self.context, shape_workflow(SHAPES[mode], workers), task)
-        score = await EpisodeScorer(self.context.verifier).score(task, attempt)
+        score = await EpisodeScorer(self.context.verifier, judge=self.context.judge).score(task, attempt)
         if not score.scored:
             return None
         ran = [s for s in attempt.steps if s.response is not None]

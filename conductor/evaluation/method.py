@@ -17,6 +17,7 @@ from conductor.evaluation.outcome import Attempt
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.tasks.task import Task
+from conductor.verifiers.judge import Judge
 
 if TYPE_CHECKING:
     from conductor.evaluation.conductor_method import ConductorPolicy
@@ -38,3 +39,4 @@ class MethodContext:
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     shared: dict[str, Any] = field(default_factory=dict)  # computed once for several methods (routing table)
     settings: EvaluateConfig = field(default_factory=EvaluateConfig)  # a method's own knobs (rllib_iterations)
+    judge: Optional[Judge] = None  # grades judged kinds, a worker of the same pool (the routers score with it)

@@ -4,7 +4,8 @@ is scored as training scores an episode (conductor/episode_score.py): an infrast
 or the verifier's, is ``correct=None`` with its reason in ``error``, never a wrong answer.
 
 Every method reaches workers through the same executor and pool, so calls, tokens, dollars and latency
-are counted the same way for all of them: from the step traces.
+are counted the same way for all of them: from the step traces. A judge's calls, tokens and dollars (a
+judged kind, conductor/verifiers/judge.py) are the ``judge_*`` fields, in none of the workers' figures.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class Outcome:
     fallback: bool = False
     error: Optional[str] = None
     accepted: bool = False  # a recursive turn accepted the previous answer (absent in older outcome files)
+    judge_calls: int = 0  # scoring by a judge worker (absent in older outcome files)
+    judge_tokens: int = 0
+    judge_usd: float = 0.0
+    score: Optional[float] = None  # a graded verdict in [0, 1] (a Python reward, a judge); None: right/wrong
 
     @property
     def worker_tokens(self) -> int:
@@ -95,7 +100,8 @@ def outcome_of(method: str, task_id: str, domain: str, repeat: int, attempt: Att
         workers=tuple(s.worker_id for s in attempt.steps),
         access=tuple(_access_text(s.access) for s in attempt.steps),
         parse_error=attempt.parse_error, fallback=attempt.fallback, error=score.infra_error,
-        accepted=attempt.accepted)
+        accepted=attempt.accepted, judge_calls=score.judge.calls, judge_tokens=score.judge.tokens,
+        judge_usd=score.judge.cost_usd, score=score.score)
 
 
 def _access_text(access: Any) -> str:

@@ -1,6 +1,7 @@
 """The evaluation's files: ``outcomes.parquet`` (one row per attempt), ``report.json`` (the summary, for other
 tools), ``report.md`` (the table, and the side-by-side with the paper when the domains match: Table 7 in-domain,
-Table 2 on the unseen task types, conductor/evaluation/unseen_report.py) and two PNGs: accuracy against $ per
+Table 2 on the unseen task types, conductor/evaluation/unseen_report.py; what a judge spent, where one graded
+answers) and two PNGs: accuracy against $ per
 question with every method on it, and steps per workflow by domain.
 """
 
@@ -21,7 +22,7 @@ from conductor.evaluation.outcome import Outcome
 from conductor.evaluation.paper_reference import DOMAINS, PAPER, SELF_REFLECTION_GAIN, TOLERANCE
 from conductor.evaluation.recursion_stats import markdown_lines as recursion_lines
 from conductor.evaluation.recursion_stats import recursion_stats
-from conductor.evaluation.report import AVERAGE, Cell, as_json, best_of
+from conductor.evaluation.report import AVERAGE, Cell, as_json, best_of, graded
 from conductor.evaluation.unseen_report import unseen_json, unseen_sections
 from conductor.evaluation.workflow_stats import markdown_lines, workflow_stats
 
@@ -39,8 +40,8 @@ def write_report(directory: Path, outcomes: Sequence[Outcome], table: dict[str, 
                                     **unseen_json(table, outcomes)}, indent=2) + "\n")
     figures = ["", f"![accuracy against $ per question]({FILES[3]})", "",
                f"![steps per workflow by domain]({FILES[4]})", ""]
-    sections = (conductor_comparison(table) + unseen_sections(table, outcomes, meta) + markdown_lines(workflows)
-                + recursion_lines(recursion))
+    sections = (judge_lines(table) + conductor_comparison(table) + unseen_sections(table, outcomes, meta)
+                + markdown_lines(workflows) + recursion_lines(recursion))
     paths[2].write_text(markdown(table, meta) + "\n".join(sections + figures))
     plot_accuracy_cost(table, paths[3])
     plot_steps(outcomes, paths[4])
@@ -51,6 +52,10 @@ def _pct(value: float) -> str:
     return "—" if value is None or math.isnan(value) else f"{100 * value:.2f}"
 
 
+def _score(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
 def markdown(table: dict[str, dict[str, Cell]], meta: dict[str, Any]) -> str:
     domains = sorted({d for cells in table.values() for d in cells if d != AVERAGE})
     lines = [f"# Evaluation: {meta.get('title', 'methods on the pool')}", ""]
@@ -59,19 +64,33 @@ def markdown(table: dict[str, dict[str, Cell]], meta: dict[str, Any]) -> str:
     lines += [f"{meta.get('questions', '?')} questions ({', '.join(domains)}), {meta.get('repeats', 1)} repeat(s). "
               "Accuracy in % ± s.e. over questions; calls, tokens, $ and latency are means per question. "
               f"{meta.get('note', '')}".rstrip(), ""]
-    header = ["method", *domains, AVERAGE, "calls", "worker tokens", "conductor tokens", "$ / question",
-              "latency s", "steps", "infra errors"]
+    scores = graded(table)  # a graded reward: its mean score (over scored attempts, 0 to 1) beside accuracy
+    header = ["method", *domains, AVERAGE, *(["mean score"] if scores else []), "calls", "worker tokens",
+              "conductor tokens", "$ / question", "latency s", "steps", "infra errors"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, cells in table.items():
         avg = cells[AVERAGE]
         row = [name] + [f"{_pct(cells[d].accuracy)} ± {_pct(cells[d].se)}" if d in cells else "" for d in domains]
-        row += [f"{_pct(avg.accuracy)}", f"{avg.worker_calls:.2f}", f"{avg.worker_tokens:,.0f}",
-                f"{avg.conductor_tokens:,.0f}", f"{avg.usd:.5f}", f"{avg.latency_s:.3f}", f"{avg.steps:.2f}",
-                str(avg.infra_errors)]
+        row += [f"{_pct(avg.accuracy)}", *([_score(avg.mean_score)] if scores else []), f"{avg.worker_calls:.2f}",
+                f"{avg.worker_tokens:,.0f}", f"{avg.conductor_tokens:,.0f}", f"{avg.usd:.5f}", f"{avg.latency_s:.3f}",
+                f"{avg.steps:.2f}", str(avg.infra_errors)]
         lines.append("| " + " | ".join(row) + " |")
     if set(DOMAINS) <= set(domains):
         lines += ["", *paper_comparison(table)]
     return "\n".join(lines) + "\n"
+
+
+def judge_lines(table: dict[str, dict[str, Cell]]) -> list[str]:
+    """What the judge spent grading each method's answers (judged kinds; none: no section), per question."""
+    judged = {name: cells[AVERAGE] for name, cells in table.items() if cells[AVERAGE].judge_calls > 0}
+    if not judged:
+        return []
+    lines = ["## The judge", "", "Grading the answers of judged tasks (`verifier: judge`), means per question; not in "
+             "the calls, tokens and $ above, which are the workers'. An answer graded once is not paid for again.",
+             "", "| method | judge calls | judge tokens | judge $ / question |", "|---|---|---|---|"]
+    lines += [f"| {name} | {cell.judge_calls:.2f} | {cell.judge_tokens:,.0f} | {cell.judge_usd:.5f} |"
+              for name, cell in judged.items()]
+    return lines + [""]
 
 
 def paper_comparison(table: dict[str, dict[str, Cell]]) -> list[str]:

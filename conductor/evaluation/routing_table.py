@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from conductor.episode_score import EpisodeScorer
 from conductor.executor import WorkflowExecutor
 from conductor.roster import Roster
 from conductor.tasks.task import Task
+from conductor.verifiers.judge import Judge
 
 if TYPE_CHECKING:
     from conductor.evaluation.method import MethodContext
@@ -42,12 +43,13 @@ async def shared_routing_table(context: MethodContext, limit: asyncio.Semaphore)
     ``context.shared``, so every router of one evaluation learns from the same answers)."""
     if "routing_table" not in context.shared:
         context.shared["routing_table"] = asyncio.ensure_future(collect_routing_table(
-            context.train_tasks, context.roster, context.executor, context.verifier, limit))
+            context.train_tasks, context.roster, context.executor, context.verifier, limit, context.judge))
     return await context.shared["routing_table"]
 
 
 async def collect_routing_table(tasks: Sequence[Task], roster: Roster, executor: WorkflowExecutor,
-                                verifier: VerifierConfig, limit: asyncio.Semaphore) -> RoutingTable:
+                                verifier: VerifierConfig, limit: asyncio.Semaphore,
+                                judge: Optional[Judge] = None) -> RoutingTable:
     from conductor.evaluation.embeddings import embed
     from conductor.evaluation.fixed_methods import every_worker_alone
     from conductor.evaluation.outcome import Attempt
@@ -55,7 +57,7 @@ async def collect_routing_table(tasks: Sequence[Task], roster: Roster, executor:
     if not tasks:
         raise ValueError("the routers need training questions: evaluate on split 'heldout' or 'val'")
     everyone = every_worker_alone(len(roster))
-    scorer = EpisodeScorer(verifier)
+    scorer = EpisodeScorer(verifier, judge=judge)
 
     async def row(task: Task) -> tuple[list[float], list[float]]:
         async with limit:

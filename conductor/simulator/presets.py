@@ -1,7 +1,7 @@
-"""Simulated worker line-ups and the task sets they know, read from a preset YAML file.
+"""Simulated worker line-ups, their judge and the task sets they know, read from a preset YAML file.
 
-``toy`` and ``paper-7`` ship as conductor/simulator/presets_yaml/*.yaml (their comments say what each is);
-``simulator.preset`` may also be the path of a user's own file. conductor/simulator/preset_file.py holds the
+``toy``, ``paper-7`` and ``toy-judged`` ship as conductor/simulator/presets_yaml/*.yaml (their comments say what
+each is); ``simulator.preset`` may also be the path of a user's own file. conductor/simulator/preset_file.py holds the
 schema; this module turns a file into the ``SimPreset`` the simulator, oracle and pool config read.
 ``paper-7``'s unseen task types (``SimPreset.unseen``) are described in conductor/simulator/unseen.py.
 """
@@ -9,15 +9,17 @@ schema; this module turns a file into the ``SimPreset`` the simulator, oracle an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Optional
 
 from conductor.config import PoolConfig, ProviderSpec, SimulatorConfig, WorkerSpec
-from conductor.simulator.preset_file import PresetFile, TaskSource, read_preset_file
-from conductor.simulator.unseen import UNSEEN_SUBJECTS, unseen_accuracy, unseen_tasks
-from conductor.tasks.formats import preset_tasks
-from conductor.tasks.loader import load_tasks, read_rows
+from conductor.dataset_config import DatasetSpec
+from conductor.simulator.preset_file import PresetFile, TaskSource, preset_datasets, read_preset_file
+from conductor.simulator.unseen import unseen_accuracy
+from conductor.tasks.loader import load_tasks
+from conductor.tasks.open_ended import open_ended_entry
 from conductor.tasks.task import Task
 from conductor.tasks.toy import toy_tasks
+from conductor.verifiers import registry
 
 
 @dataclass(frozen=True)
@@ -34,32 +36,44 @@ class SimWorker:
 
 
 @dataclass(frozen=True)
+class SimJudge:
+    """The simulated judge (conductor/simulator/judge.py): grades judged tasks, never routed to."""
+
+    name: str
+    description: str
+    error_rate: float = 0.05
+    unparseable_rate: float = 0.0
+    latency_ms: float = 50.0
+    latency_sigma: float = 0.5
+    price_in_per_m: float = 0.0
+    price_out_per_m: float = 0.0
+
+
+@dataclass(frozen=True)
 class SimPreset:
     name: str
     workers: tuple[SimWorker, ...]
     tasks: tuple[Task, ...] = field(repr=False)
     error_correlation: dict[str, float] = field(default_factory=dict)  # per domain; 0.5 where not named
     unseen: tuple[Task, ...] = field(default=(), repr=False)  # known and calibrated, never trained on
+    judge: Optional[SimJudge] = None
 
 
-def paper7_tasks(data_dir: str, mmlu_items: int, seed: int) -> tuple[Task, ...]:
-    """The first ``mmlu_items`` MMLU rows outside the unseen subjects (ids keep their row index); for
-    ``mmlu_items`` <= 1,333 that filter is a no-op, as every unseen subject lies further down the file."""
-    root = Path(data_dir)
-    mmlu = [t for t in preset_tasks(read_rows(str(root / "mmlu_stem.jsonl")), "mmlu", seed)
-            if t.meta["subject"] not in UNSEEN_SUBJECTS][:mmlu_items]
-    return tuple(preset_tasks(read_rows(str(root / "math500.jsonl")), "math500", seed)
-                 + mmlu + preset_tasks(read_rows(str(root / "humaneval.jsonl.gz")), "humaneval", seed))
-
-
-def _task_set(source: TaskSource, config: SimulatorConfig) -> tuple[Task, ...]:
+def _task_set(source: TaskSource, config: SimulatorConfig, where: str) -> tuple[Task, ...]:
     if source.builtin == "toy":
         return tuple(toy_tasks(config.toy_items_per_domain, config.seed))
-    if source.builtin == "paper-7":
-        return paper7_tasks(config.data_dir, config.mmlu_items, config.seed)
-    if source.builtin == "paper-7-unseen":
-        return unseen_tasks(config.data_dir, config.seed)
-    return tuple(task for spec in source.datasets for task in load_tasks(spec))
+    if source.builtin == "open-ended":
+        return tuple(load_tasks(DatasetSpec.model_validate(open_ended_entry())))
+    tasks: list[Task] = []
+    for index, spec in enumerate(preset_datasets(source, config.model_dump(), where)):
+        try:
+            tasks += load_tasks(spec)
+        except FileNotFoundError:
+            given = source.datasets[index]["path"]
+            how = f" ({given} with simulator.data_dir={config.data_dir})" if "{data_dir}" in given else ""
+            raise FileNotFoundError(f"simulator.preset {config.preset}: {where}.datasets.{index}.path {spec.path}"
+                                    f"{how}: not found") from None
+    return tuple(tasks)
 
 
 def preset_workers(spec: PresetFile) -> tuple[SimWorker, ...]:
@@ -74,19 +88,28 @@ def preset_workers(spec: PresetFile) -> tuple[SimWorker, ...]:
 def load_preset(config: SimulatorConfig) -> SimPreset:
     spec = read_preset_file(config.preset)
     workers = preset_workers(spec)
-    tasks = _task_set(spec.tasks, config)
-    unseen = _task_set(spec.unseen, config) if spec.unseen else ()
+    tasks = _task_set(spec.tasks, config, "tasks")
+    unseen = _task_set(spec.unseen, config, "unseen") if spec.unseen else ()
     for domain in sorted({t.domain for t in tasks + unseen}):  # an uncalibrated domain would score 0 unseen
         missing = [w.name for w in workers if domain not in w.accuracy]
         if missing:
             raise ValueError(f"simulator.preset {config.preset}: no accuracy for domain {domain!r} "
                              f"in worker(s) {', '.join(missing)}")
-    return SimPreset(spec.name, workers, tasks, dict(spec.error_correlation), unseen)
+    judged = [t for t in tasks + unseen if registry.get(t.verifier).judged]
+    if judged and spec.judge is None:
+        raise ValueError(f"simulator.preset {config.preset}: judged tasks ({judged[0].id}, ...) need a `judge:` entry")
+    unknown = [t.id for t in judged if not t.answer]
+    if unknown:  # the simulated workers and judge take the reference for the truth
+        raise ValueError(f"simulator.preset {config.preset}: judged task {unknown[0]} has no reference answer, "
+                         "which the simulator needs as its truth")
+    judge = SimJudge(**spec.judge.model_dump()) if spec.judge else None
+    return SimPreset(spec.name, workers, tasks, dict(spec.error_correlation), unseen, judge)
 
 
 def simulated_pool_config(preset: SimPreset, base_url: str, **provider_limits: object) -> PoolConfig:
-    """The pool spec that calls ``preset``'s workers on a simulator at ``base_url`` (one provider)."""
+    """The pool spec that calls ``preset``'s workers, and its judge, on a simulator at ``base_url`` (one provider)."""
     provider = ProviderSpec(id="sim", base_url=base_url, **provider_limits)
-    workers = [WorkerSpec(id=w.name, description=w.description, provider="sim", price_in_per_m=w.price_in_per_m,
-                          price_out_per_m=w.price_out_per_m) for w in preset.workers]
-    return PoolConfig(providers=[provider], workers=workers)
+    workers, judges = ([WorkerSpec(id=w.name, description=w.description, provider="sim",
+                                   price_in_per_m=w.price_in_per_m, price_out_per_m=w.price_out_per_m) for w in group]
+                       for group in (preset.workers, (preset.judge,) if preset.judge else ()))
+    return PoolConfig(providers=[provider], workers=workers, judges=judges)

@@ -1,5 +1,6 @@
 """The simulated worker server: OpenAI ``/v1/chat/completions`` and ``/v1/models`` for the preset's
-workers, plus ``/sim/stats`` (counts and a request log for tests and benchmarks).
+workers and its judge (conductor/simulator/judge.py), plus ``/sim/stats`` (counts and a request log for tests
+and benchmarks).
 
 Per request, in order: the arrival stamp (taken by an ASGI middleware as soon as the request line and
 headers are parsed, before routing and before the body is read, as a provider's rate limiter counts it),
@@ -33,6 +34,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from conductor.config import SimulatorConfig
+from conductor.simulator.judge import SimulatedJudge
 from conductor.simulator.oracle import Oracle
 from conductor.simulator.presets import SimPreset, load_preset
 from conductor.simulator.streaming import SIMULATED_STREAM_DROP, StreamedReply
@@ -93,7 +95,8 @@ class SimulatorState:
         self.config = config
         self.preset = preset
         self.oracle = Oracle(preset, config)
-        self.workers = {w.name: w for w in preset.workers}
+        self.judge = SimulatedJudge(preset.judge, self.oracle, config.seed) if preset.judge else None
+        self.workers = {w.name: w for w in (*preset.workers, *([preset.judge] if preset.judge else []))}
         self.rng = random.Random(config.seed)
         self.accepted: collections.deque[float] = collections.deque()  # accepted arrivals in the window, sorted
         self.log: collections.deque = collections.deque(maxlen=REQUEST_LOG_LIMIT)
@@ -225,7 +228,9 @@ def create_app(config: SimulatorConfig, preset: Optional[SimPreset] = None) -> F
         latency = state.latency_s(model) + (config.faults.hang_s if fault == "timeout" else 0.0)
         if not streamed:
             await asyncio.sleep(latency)
-        reply = state.oracle.answer(model, messages, _sample_seed(body))
+        judge = state.judge if state.judge is not None and model == state.judge.spec.name else None
+        reply = (judge.reply(messages, _sample_seed(body)) if judge is not None
+                 else state.oracle.answer(model, messages, _sample_seed(body)))
         text, completion_tokens, finish = reply.text, count_tokens(reply.text), "stop"
         if completion_tokens > max_tokens:
             text, completion_tokens, finish = text[: max_tokens * CHARS_PER_TOKEN], max_tokens, "length"

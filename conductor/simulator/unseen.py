@@ -1,11 +1,14 @@
 """Three task types the ``paper-7`` Conductors never train on (the paper's Table 2 protocol, issue 36).
 
 - ``aime``: AIME 2024 (30 problems, ../shared/data/aime24.jsonl), standing in for AIME25;
-- ``physchem``: the MMLU-STEM physics and chemistry subjects (``UNSEEN_SUBJECTS``; 791 rows, 780 after exact
-  duplicates of question and options are removed), standing in for GPQA-Diamond;
-- ``mbpp``: MBPP sanitized (427 problems with assert tests, CC BY 4.0, Google Research; ``MBPP_EXCLUDED`` left
-  out), standing in for BigCodeBench, verified in the sandbox like HumanEval (conductor/verifiers/code_tests.py).
+- ``physchem``: the MMLU-STEM physics and chemistry subjects (791 rows, 780 after exact duplicates of question
+  and options are removed), standing in for GPQA-Diamond;
+- ``mbpp``: MBPP sanitized (427 problems with assert tests, CC BY 4.0, Google Research; the items its entry
+  excludes are left out, ``left_out`` says why), standing in for BigCodeBench, verified in the sandbox like
+  HumanEval (conductor/verifiers/code_tests.py).
 
+All three are ordinary ``data.datasets`` entries of conductor/simulator/presets_yaml/paper-7.yaml (its
+``unseen`` set; the physics and chemistry subjects are one YAML anchor, excluded from its MMLU training rows).
 "-like" is about the calibration only: the items are easier and older than the paper's. They live in
 ``SimPreset.unseen``, apart from ``SimPreset.tasks``: training, splits, the warm-start menu and the tokenizer
 corpus read ``tasks`` alone, so nothing trains on them; ``evaluate.split: unseen`` scores them.
@@ -25,21 +28,13 @@ trained on alike.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
+from typing import Any
 
 from conductor.evaluation.paper_reference import TABLE2
-from conductor.tasks.formats import preset_tasks
-from conductor.tasks.loader import read_rows
-from conductor.tasks.task import Task
 
-UNSEEN_SUBJECTS = frozenset({"college_physics", "conceptual_physics", "high_school_physics", "college_chemistry",
-                             "high_school_chemistry"})
 NEAREST_COLUMN = {"aime": "math500", "physchem": "mmlu", "mbpp": "code"}
 # physchem's error correlation (0.75, MMLU's: the same item source and shared distractors) is in
 # conductor/simulator/presets_yaml/paper-7.yaml; AIME and MBPP keep the default 0.5, as math and code do.
-# Items whose canonical solution cannot score deterministically in the sandbox: left out, not counted unsolvable.
-MBPP_EXCLUDED = {123: "its canonical solution takes 4.5-7.5 s of CPU (divisor sums up to 9,999), so a loaded "
-                      "machine would time it out against the 10 s limit and score a right answer wrong"}
 
 
 def unseen_accuracy(seen: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
@@ -50,21 +45,15 @@ def unseen_accuracy(seen: Mapping[str, Mapping[str, float]]) -> dict[str, dict[s
             for worker, columns in seen.items()}
 
 
-def physchem_rows(rows: list[dict]) -> list[dict]:
-    """The rows of ``UNSEEN_SUBJECTS``, each (question, options) once."""
-    kept, seen = [], set()
-    for row in rows:
-        key = (row.get("question"), tuple(row.get("choices") or ()))
-        if (row.get("type") or row.get("subject")) in UNSEEN_SUBJECTS and key not in seen:
-            seen.add(key)
-            kept.append(row)
-    return kept
+def left_out(preset: str = "paper-7") -> dict[str, dict[Any, str]]:
+    """{format (or domain): {value: why}} for the rows the preset's unseen entries exclude with a reason:
+    items whose canonical answer cannot score deterministically, left out rather than counted unsolvable."""
+    from conductor.simulator.preset_file import read_preset_file
 
-
-def unseen_tasks(data_dir: str, seed: int) -> tuple[Task, ...]:
-    root = Path(data_dir)
-    mbpp = [row for row in read_rows(str(root / "mbpp_sanitized.json")) if row["task_id"] not in MBPP_EXCLUDED]
-    return tuple(preset_tasks(read_rows(str(root / "aime24.jsonl")), "aime", seed)
-                 + preset_tasks(physchem_rows(read_rows(str(root / "mmlu_stem.jsonl"))), "mmlu", seed,
-                                domain="physchem")
-                 + preset_tasks(mbpp, "mbpp", seed))
+    reasons: dict[str, dict[Any, str]] = {}
+    source = read_preset_file(preset).unseen
+    for entry in source.datasets if source else ():
+        for values in (entry.get("exclude") or {}).values():
+            if isinstance(values, dict):
+                reasons.setdefault(str(entry.get("format") or entry.get("domain")), {}).update(values)
+    return reasons

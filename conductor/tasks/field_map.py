@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from conductor.verifiers.http_reward import RewardServer
 
 Row = dict[str, Any]
+USER_REWARD: VerifierKind = "python"  # the kind that scores a map with a reward_function
 Columns = tuple[str, ...]  # tried in order: the first with a value (not null, not "") is used
 
 
@@ -68,7 +69,7 @@ class FieldMap:
     instruction: Optional[str] = None
     meta: tuple[tuple[str, Columns], ...] = ()
     optional: frozenset[str] = frozenset()
-    reward_function: Optional[str] = None  # verifier python: the user's "module:function"
+    reward_function: Optional[str] = None  # the user's "module:function": its tasks are scored by it (python)
     reward_server: Optional[RewardServer] = None  # verifier http: the user's server
     transform: Optional[Transform] = field(default=None, compare=False)
 
@@ -173,12 +174,15 @@ def _check_choice(draft: Draft, fields: FieldMap) -> None:
     draft.meta["num_options"], draft.answer = count, gold
 
 
-def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source: str = "<rows>") -> list[Task]:
-    """Map every row, in order; RowFormatError at the first row that lacks a field or repeats an id."""
+def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source: str = "<rows>",
+                    row_numbers: Optional[Sequence[int]] = None) -> list[Task]:
+    """Map every row, in order; RowFormatError at the first row that lacks a field or repeats an id.
+    ``row_numbers`` are the rows' 1-based numbers in the file when some were filtered out (for messages)."""
     instruction = registry.get(fields.verifier).instruction if fields.instruction is None else fields.instruction
     tasks, first_row = [], {}
     for index, row in enumerate(rows):
-        where = f"{source}: row {index + 1}"
+        number = row_numbers[index] if row_numbers is not None else index + 1
+        where = f"{source}: row {number}"
         if not isinstance(row, dict):
             raise RowFormatError(f"{where}: not an object with fields (got {type(row).__name__})")
         try:
@@ -192,8 +196,10 @@ def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source
         if draft.id in first_row:
             raise RowFormatError(f"{where}: field {' or '.join(fields.id) or 'id'!r}: id {draft.id!r} repeats "
                                  f"row {first_row[draft.id]}")
-        first_row[draft.id] = index + 1
+        first_row[draft.id] = number
         prompt = f"{draft.question}\n\n{instruction}" if instruction else draft.question
-        tasks.append(Task(draft.id, draft.domain, prompt, draft.answer, draft.verifier, draft.meta,
-                          fields.reward_function, fields.reward_server))
+        # a preset scored by the user's reward keeps its rows, checks and instruction; the function scores
+        verifier = USER_REWARD if fields.reward_function else draft.verifier
+        tasks.append(Task(draft.id, draft.domain, prompt, draft.answer, verifier, draft.meta, fields.reward_function,
+                          fields.reward_server))
     return tasks

@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import random
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import fsspec
@@ -16,6 +17,7 @@ import pyarrow.parquet as pq
 
 from conductor.tasks.field_map import FieldMap, Row, tasks_from_rows
 from conductor.tasks.formats import PRESETS
+from conductor.tasks.row_filter import select_rows
 from conductor.tasks.task import Task
 
 if TYPE_CHECKING:  # conductor.config imports the tasks package (VerifierKind) while it loads
@@ -49,7 +51,12 @@ def read_rows(path: str, storage_options: dict[str, Any] | None = None) -> list[
 def spec_field_map(spec: DatasetSpec) -> FieldMap:
     """The entry's field map: its preset, or the one its keys spell out (checked at config load)."""
     if spec.format is not None:
-        return PRESETS[spec.format]
+        preset = PRESETS[spec.format]
+        if spec.domain is not None:
+            preset = replace(preset, domain_value=spec.domain)
+        if spec.reward_function is not None:
+            preset = replace(preset, reward_function=spec.reward_function)  # scored by the user's reward
+        return preset
     fields = spec.fields
 
     def columns(value: str | list[str] | None) -> tuple[str, ...]:
@@ -64,7 +71,10 @@ def spec_field_map(spec: DatasetSpec) -> FieldMap:
 
 
 def load_tasks(spec: DatasetSpec, storage_options: dict[str, Any] | None = None) -> list[Task]:
-    tasks = tasks_from_rows(read_rows(spec.path, storage_options), spec_field_map(spec), spec.shuffle_seed, spec.path)
+    """Read, filter (conductor/tasks/row_filter.py), map, then shuffle (``shuffle_seed``) and cut (``limit``)."""
+    rows, numbers = select_rows(read_rows(spec.path, storage_options), spec.include, spec.exclude,
+                                spec.drop_duplicates, spec.path)
+    tasks = tasks_from_rows(rows, spec_field_map(spec), spec.shuffle_seed, spec.path, numbers)
     if spec.shuffle_seed:
         random.Random(spec.shuffle_seed).shuffle(tasks)
     return tasks[: spec.limit] if spec.limit else tasks

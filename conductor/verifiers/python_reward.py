@@ -1,5 +1,7 @@
 """A user's own reward: a Python function named ``module:function`` in a dataset entry
-(``verifier: python``, ``reward_function: my_rewards:score``), imported from the user's code.
+(``verifier: python``, ``reward_function: my_rewards:score``), imported from the user's code; or named by
+its file, ``path/to/my_rewards.py:score`` (a relative path is from the working directory; the file's
+folder is not put on ``sys.path``, so it imports its neighbours only if they are importable anyway).
 
 The contract::
 
@@ -14,8 +16,14 @@ The return value is the verdict: a score in [0, 1] (a bool, an int or a numpy sc
 (conductor/episode_score.py), and the run goes on. Only the exception's type and the first
 ``MESSAGE_CHARS`` characters of its message are kept (records, logs).
 
-The function runs in every process that scores (the driver for evaluation, each rollout actor), on the
-scorer's threads, so it must be thread-safe, and nothing bounds its time. It is found by name in each
+The function runs in every process that scores (the driver for evaluation, each rollout actor), several
+calls at once, so it must be thread-safe. Each call runs on a thread of the reward's own, at most
+``verifier.python_reward_threads`` of them per reward and process (conductor/verifiers/bounded_calls.py), and
+gets ``verifier.python_reward_timeout_s``: past it the episode is an infrastructure error and the run goes
+on. Python cannot stop a thread, so the late call runs on in the background, its result dropped, holding
+its thread until it returns; a function that hangs for good holds them all at last, and from then each call
+is an infrastructure error after waiting ``python_reward_timeout_s`` for a free thread ("threads busy"),
+never a scorer's thread held. It is found by name in each
 process (``resolve``), never pickled: on a Ray cluster ship the module with the job, in the directory
 ``ray job submit --working-dir .`` uploads or under the runtime env's ``py_modules``. A config naming one that
 does not import, or cannot take (task, response), fails at load naming the setting (``check_reference``);
@@ -30,17 +38,22 @@ the reward keeps the whole fraction GRPO learns from.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import inspect
 import logging
 import math
 import numbers
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from copy import deepcopy
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional
 
+from conductor.verifiers.bounded_calls import BoundedCalls, CallTimeout, Saturated
 from conductor.verifiers.text_match import extract_answer
 from conductor.verifiers.verdict import Verdict
 
@@ -53,6 +66,7 @@ MESSAGE_CHARS = 200  # of a raising reward's message, kept in the record and the
 log = logging.getLogger(__name__)
 
 _functions: dict[str, Callable[..., Any]] = {}
+_calls: dict[str, BoundedCalls] = {}  # each reward's own threads, made at its first call in this process
 _lock = threading.Lock()
 _logged: set[tuple[str, str]] = set()  # (reference, problem kind) already logged by this process
 
@@ -62,18 +76,39 @@ class RewardImportError(ValueError):
 
 
 def split_reference(reference: str) -> tuple[str, str]:
-    """``"pkg.module:function"`` -> ("pkg.module", "function"); the function part may be dotted (Class.method)."""
-    module, sep, name = reference.partition(":")
-    parts = [*module.split("."), *name.split(".")]
-    if not sep or not all(part.isidentifier() for part in parts):
-        raise RewardImportError(f"{reference!r} is not 'module:function' (e.g. 'my_rewards:score')")
+    """``"pkg.module:function"`` -> ("pkg.module", "function"); ``"path/to/rewards.py:function"`` -> (the
+    path, "function"). The function part may be dotted (Class.method)."""
+    module, sep, name = reference.rpartition(":")
+    from_file = module.endswith(".py")
+    parts = [*name.split("."), *([] if from_file else module.split("."))]
+    if not sep or not module or not all(part.isidentifier() for part in parts):
+        raise RewardImportError(f"{reference!r} is not 'module:function' or 'path/to/file.py:function' "
+                                "(e.g. 'my_rewards:score')")
     return module, name
+
+
+def _load_module(module_name: str) -> Any:
+    """A module by name from sys.path, or a .py file by its path (relative: to the working directory, which
+    on a Ray cluster is the job's uploaded working_dir in every actor)."""
+    if not module_name.endswith(".py"):
+        return importlib.import_module(module_name)
+    path = Path(module_name).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no file {module_name} (from {Path.cwd()})")
+    unique = "conductor_reward_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+    module = sys.modules.get(unique)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(unique, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[unique] = module  # after it ran: a module that failed is tried again, not half-used
+    return module
 
 
 def _import(reference: str) -> Callable[..., Any]:
     module_name, name = split_reference(reference)
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = _load_module(module_name)
     except Exception as exc:  # the user's module: any error at import (a missing dependency, a syntax error)
         raise RewardImportError(f"cannot import {module_name!r}: {_describe(exc)}") from None
     for part in name.split("."):
@@ -133,8 +168,15 @@ def check(task: Task, response: str, settings: VerifierConfig) -> Verdict:
     if reference is None:
         return Verdict(False, infra_error=f"task {task.id}: verifier python without a reward_function")
     extracted = extract_answer(response)
+    timeout_s = settings.python_reward_timeout_s
     try:
-        value = resolve(reference)(task_view(task), response)
+        value = _threads(reference, settings).call(resolve(reference), task_view(task), response, timeout_s=timeout_s)
+    except CallTimeout:
+        return _unjudged(reference, "timeout", f"gave no score within {timeout_s:g} s "
+                         "(verifier.python_reward_timeout_s)", extracted)
+    except Saturated as exc:
+        return _unjudged(reference, "saturated", f"was not called: {exc} (verifier.python_reward_threads)",
+                         extracted)
     except Exception as exc:  # the user's code: whatever it raises is an infrastructure error
         return _unjudged(reference, type(exc).__name__, f"raised {_describe(exc)}", extracted)
     problem = _problem(value)
@@ -142,6 +184,15 @@ def check(task: Task, response: str, settings: VerifierConfig) -> Verdict:
         return _unjudged(reference, problem, problem, extracted)
     score = float(value)
     return Verdict(score >= CORRECT_AT, extracted, f"score {score:g}", score=score)
+
+
+def _threads(reference: str, settings: VerifierConfig) -> BoundedCalls:
+    calls = _calls.get(reference)
+    if calls is None:
+        with _lock:
+            calls = _calls.get(reference) or BoundedCalls(settings.python_reward_threads, f"reward {reference}")
+            _calls[reference] = calls
+    return calls
 
 
 def _problem(value: Any) -> Optional[str]:

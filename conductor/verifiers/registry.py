@@ -30,6 +30,7 @@ BUILTIN_MODULES = (  # in this order the names appear in messages
     "conductor.verifiers.kinds.text",
     "conductor.verifiers.kinds.code",
     "conductor.verifiers.kinds.user_function",
+    "conductor.verifiers.kinds.judge",
     "conductor.verifiers.kinds.reward_server",
 )
 
@@ -64,6 +65,9 @@ class VerifierSpec:
     meta: tuple[str, ...] = ()  # the Task.meta keys ``check`` reads
     is_right: Optional[Callable[[Task, str], bool]] = None  # None: the same answer_key as the gold's
     simulated: SimulatedAnswer = field(default_factory=SimulatedAnswer)
+    # scored by a judge worker through the pool (conductor/verifiers/judge.py), awaited by the scorer in place
+    # of ``check``, which then only answers where no judge is bound
+    judged: bool = False
 
 
 class UnknownVerifier(ValueError):

@@ -27,4 +27,5 @@ class DirectPool:
         if on_delta is not None:
             on_delta(reply.text)
         prompt = sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
-        return ChatResult(reply.text, prompt, count_tokens(reply.text) + reply.reasoning_tokens)
+        return ChatResult(reply.text, prompt, count_tokens(reply.text) + reply.reasoning_tokens,
+                          reasoning_tokens=reply.reasoning_tokens)
