@@ -1,17 +1,23 @@
-"""A user's own rewards train a Conductor: one ``cluster.train`` run (Ray, vLLM, DeepSpeed, the simulated toy
-pool) on two JSONL datasets of the user's, one per reward kind, so CI starts Ray once for both:
+"""A user's own rewards train a Conductor: one ``cluster.train`` run (Ray, vLLM, DeepSpeed, a simulated pool of
+the user's own: the toy's three specialists and a judge) on three datasets, one per reward kind, so CI starts
+Ray once for all three:
 - a Python reward, a function in a module outside the package that sits in the job's working directory
   (imported by the driver at config load and by each rollout actor, which Ray gives the driver's working
   directory), as under ``ray job submit --working-dir .``;
 - a reward server (``verifier: http``) on loopback, run by this test process and reached by the driver and
   the rollout actors at 127.0.0.1, that fails one POST in ten (hangs, 5xx, garbage, a short scores list)
-  and never judges some answers (tests/support/reward_server.py).
+  and never judges some answers (tests/support/reward_server.py);
+- an LLM judge (``verifier: judge``) on the shipped open-ended set, graded by the pool's simulated judge
+  through the rollout actors' pool: its calls and dollars appear in the step log and summary.json apart from
+  the workers', and never in the reward's cost penalty (``PENALTY`` makes a judge's dollars visible there).
 
-The datasets split the toy preset's own questions, so the simulated workers know them and answer them
-(``#### N`` or ``Answer: value``). Both rewards give a stated answer 1 if it is the reference and less
-otherwise (0.25 and 0.2), so the records carry fractional rewards, and a 0 is a score neither gave."""
+The first two datasets split the toy's own questions; the preset file lists all three entries, so the
+simulated workers know every question. The Python reward and the server give a stated answer 1 if it is the
+reference and less otherwise (0.25 and 0.2), so the records carry fractional rewards, and a 0 is a score
+neither gave."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -19,7 +25,9 @@ import pytest
 
 from conductor.config_loader import load_config
 from conductor.replay_store import ReplayStore
+from conductor.simulator.preset_file import read_preset_file
 from conductor.tasks import load_tasks
+from conductor.tasks.open_ended import open_ended_entry
 from conductor.tasks.splits import configured_splits
 from conductor.tasks.toy import toy_tasks
 from tests.support.reward_server import FaultyRewardServer, true_score
@@ -50,6 +58,7 @@ OVERRIDES = ["run_name=pyreward", "sft.steps=150", "simulator.toy_items_per_doma
              "train.eval_every=2", "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0",
              "train.refill_rounds=0", "train.max_staleness=0", "train.plot=false",
              "rollout.temperature=0.3"]  # a warm start this short formats few samples at T=1: the store needs some
+PENALTY = 100.0  # per worker dollar: a judge's dollars counted in would move a judged reward by ~0.03
 SERVER = {"timeout_s": 5.0, "retries": 3, "backoff_base_s": 0.1, "backoff_max_s": 1.0, "batch_size": 2}
 
 
@@ -59,7 +68,19 @@ def write_dataset(path: Path, tasks) -> str:
     return str(path)
 
 
-def test_a_python_reward_and_a_reward_server_each_train_a_conductor(tmp_path, monkeypatch):
+def write_preset(tmp_path: Path, datasets: list[dict]) -> str:
+    """The toy's specialists, each also strong in one open-ended domain, toy-judged's judge, all three sets."""
+    toy, judged = read_preset_file("toy"), read_preset_file("toy-judged")
+    workers = [{**mine.model_dump(exclude_none=True), "accuracy": {**mine.accuracy, **theirs.accuracy}}
+               for mine, theirs in zip(toy.workers, judged.workers)]
+    preset = {"name": "plugins", "workers": workers, "judge": judged.judge.model_dump(),
+              "tasks": {"datasets": datasets}}
+    path = tmp_path / "plugins.yaml"
+    path.write_text(json.dumps(preset))
+    return str(path)
+
+
+def test_a_python_reward_a_reward_server_and_a_judge_each_train_a_conductor(tmp_path, monkeypatch):
     calls = tmp_path / "calls.jsonl"
     (tmp_path / "toy_reward.py").write_text(REWARD.format(calls=str(calls)))
     toy = toy_tasks(10, seed=0)
@@ -72,7 +93,9 @@ def test_a_python_reward_and_a_reward_server_each_train_a_conductor(tmp_path, mo
     with FaultyRewardServer(seed=5, item_fault_rate=0.1, hang_s=60) as server:
         http_data = {"path": write_dataset(tmp_path / "served.jsonl", http_tasks), "fields": fields, "id_prefix": "",
                      "instruction": "", "verifier": "http", "reward_server": {"url": server.url, **SERVER}}
-        overrides = [f"data.datasets=[{json.dumps(python_data)}, {json.dumps(http_data)}]", *OVERRIDES]
+        datasets = [python_data, http_data, open_ended_entry()]
+        overrides = [f"data.datasets={json.dumps(datasets)}", f"simulator.preset={write_preset(tmp_path, datasets)}",
+                     f"reward.cost_penalty_per_usd={PENALTY}", *OVERRIDES]
         # one held-out question the server never judges: every baseline meets an unscored answer
         server.unjudged_ids = {held_out_http_question(tmp_path, overrides, monkeypatch)}
         done = run_train(tmp_path, REPO / "configs/train-toy.yaml", overrides)
@@ -91,8 +114,8 @@ def test_a_python_reward_and_a_reward_server_each_train_a_conductor(tmp_path, mo
     assert python_records and not any(r["infra_error"] for r in python_records)
     judged = [r for r in python_records if r["score"] is not None]
     assert judged and {r["score"] for r in judged} <= {0.25, 1.0}
-    for record in judged:  # no cost penalty in this recipe: wrong + score * (correct - wrong)
-        assert record["reward"] == pytest.approx(0.5 + 0.5 * record["score"])
+    for record in judged:  # wrong + score * (correct - wrong), less the workers' dollars
+        assert record["reward"] == pytest.approx(reward_of(record))
         assert record["correct"] == (record["score"] == 1.0)
 
     assert server.batch_fault(0) == "hang" and server.fault_counts()["hang"] >= 1  # the run went on past it
@@ -108,7 +131,7 @@ def test_a_python_reward_and_a_reward_server_each_train_a_conductor(tmp_path, mo
         elif record["score"] is not None:
             assert not server.item_fault({"id": record["question_id"], "response": record["answer"]})[0], record
             assert record["score"] == true_score(gold[record["question_id"]], record["answer"])
-            assert record["reward"] == pytest.approx(0.5 + 0.5 * record["score"])
+            assert record["reward"] == pytest.approx(reward_of(record))
 
     # summary.json counts the unscored: training's (of the groups trained), validation's, the held-out ones
     trained = {rid for line in (run / "trained_groups.jsonl").read_text().splitlines()
@@ -118,6 +141,25 @@ def test_a_python_reward_and_a_reward_server_each_train_a_conductor(tmp_path, mo
     assert summary["train_infra_errors"] == sum(bool(r["infra_error"]) for r in trained_records)
     assert summary["val_infra_errors"] >= 0 and summary["heldout_infra_errors"] >= 0
     assert all(count >= 1 for count in summary["baseline_infra_errors"].values()), summary["baseline_infra_errors"]
+
+    # the judge: one call per graded answer, its dollars apart from the workers' and out of the reward
+    steps = [line for line in done.stdout.splitlines() if re.match(r"step +\d+ v", line)]
+    assert len(steps) == 2 and all(re.search(r"\| judge \d\.\d\d calls \d+ tok \$0\.\d{5}", line) for line in steps)
+    assert summary["judge_calls"] > 0 and summary["judge_tokens"] > 0 and summary["judge_cost_usd"] > 0
+    assert summary["heldout_judge_calls"] > 0 and summary["heldout_judge_cost_usd"] > 0
+    graded = [r for r in records if r["judge_calls"]]
+    assert graded and all(r["question_id"].startswith("open/") for r in graded)
+    assert all(r["judge_calls"] == 1 and r["judge_cost_usd"] > 0 for r in graded)
+    assert {r["score"] for r in graded} <= {0.0, 1.0} and not any(r["infra_error"] for r in graded)
+    for record in graded:
+        assert record["cost_usd"] == pytest.approx(sum(step["cost_usd"] for step in record["steps"]))
+        assert record["reward"] == pytest.approx(reward_of(record))
+
+
+def reward_of(record: dict) -> float:
+    """wrong (0.5) + score * (correct - wrong), less PENALTY per dollar the workers (not the judge) spent."""
+    worker_usd = sum(step["cost_usd"] for step in record["steps"])
+    return max(0.5 + 0.5 * record["score"] - PENALTY * worker_usd, 0.0)
 
 
 def held_out_http_question(tmp_path: Path, overrides: list[str], monkeypatch) -> str:
