@@ -28,7 +28,7 @@ from conductor.replay_store import ReplayStore
 from conductor.simulator.preset_file import read_preset_file
 from conductor.tasks import load_tasks
 from conductor.tasks.open_ended import open_ended_entry
-from conductor.tasks.splits import configured_splits
+from conductor.tasks.splits import configured_splits, training_sampler
 from conductor.tasks.toy import toy_tasks
 from tests.support.reward_server import FaultyRewardServer, true_score
 from tests.support.train_cli import run_train
@@ -97,7 +97,9 @@ def test_a_python_reward_a_reward_server_and_a_judge_each_train_a_conductor(tmp_
         overrides = [f"data.datasets={json.dumps(datasets)}", f"simulator.preset={write_preset(tmp_path, datasets)}",
                      f"reward.cost_penalty_per_usd={PENALTY}", *OVERRIDES]
         # one held-out question the server never judges: every baseline meets an unscored answer
-        server.unjudged_ids = {held_out_http_question(tmp_path, overrides, monkeypatch)}
+        seed, unjudged = plan_run(tmp_path, overrides, monkeypatch)
+        server.unjudged_ids = {unjudged}
+        overrides.append(f"seed={seed}")
         done = run_train(tmp_path, REPO / "configs/train-toy.yaml", overrides)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
 
@@ -144,7 +146,8 @@ def test_a_python_reward_a_reward_server_and_a_judge_each_train_a_conductor(tmp_
 
     # the judge: one call per graded answer, its dollars apart from the workers' and out of the reward
     steps = [line for line in done.stdout.splitlines() if re.match(r"step +\d+ v", line)]
-    assert len(steps) == 2 and all(re.search(r"\| judge \d\.\d\d calls \d+ tok \$0\.\d{5}", line) for line in steps)
+    judge_part = r"\| judge \d\.\d\d calls \d+ tok \$0\.\d{5}$"  # on a step whose rollouts met the judge
+    assert len(steps) == 2 and any(re.search(judge_part, line) for line in steps), steps
     assert summary["judge_calls"] > 0 and summary["judge_tokens"] > 0 and summary["judge_cost_usd"] > 0
     assert summary["heldout_judge_calls"] > 0 and summary["heldout_judge_cost_usd"] > 0
     graded = [r for r in records if r["judge_calls"]]
@@ -162,11 +165,18 @@ def reward_of(record: dict) -> float:
     return max(0.5 + 0.5 * record["score"] - PENALTY * worker_usd, 0.0)
 
 
-def held_out_http_question(tmp_path: Path, overrides: list[str], monkeypatch) -> str:
-    """The first held-out question of the http dataset, as the run splits them (config load imports the
-    Python reward, so its folder goes on sys.path for the while)."""
+def plan_run(tmp_path: Path, overrides: list[str], monkeypatch) -> tuple[int, str]:
+    """The first ``seed`` whose two training steps draw questions of all three kinds (the sampler is seeded:
+    the run draws just these), and the first held-out question of the http dataset, as the run splits them
+    (config load imports the Python reward, so its folder goes on sys.path for the while)."""
     monkeypatch.syspath_prepend(str(tmp_path))
     config = load_config(REPO / "configs/train-toy.yaml", overrides)
     sys.modules.pop("toy_reward", None)
     tasks = [task for spec in config.data.datasets for task in load_tasks(spec)]
-    return next(task.id for task in configured_splits(tasks, config.train).heldout if task.verifier == "http")
+    splits = configured_splits(tasks, config.train)
+    assert {t.verifier for t in splits.heldout} == {"python", "http", "judge"}
+    drawn = 2 * config.train.questions_per_step
+    seed = next(seed for seed in range(100)
+                if {t.verifier for t in training_sampler(splits.train, seed, None, {}).next(drawn)} ==
+                {"python", "http", "judge"})
+    return seed, next(task.id for task in splits.heldout if task.verifier == "http")
