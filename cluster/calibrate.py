@@ -124,20 +124,22 @@ def run(config: Config, console: Console, command: str = "") -> dict[str, Any]:
     report = {"command": command, "workers": {fit.worker: fit.as_dict() for fit in fits},
               "questions": {d: [t.id for t in tasks] for d, tasks in drawn.items()}, "seed": settings.seed,
               "calls": len(calls), "infra_errors": infra_errors, "cost_usd": sum(c.cost_usd for c in calls),
+              "judge_calls": sum(c.judge_calls for c in calls), "judge_cost_usd": sum(c.judge_cost_usd for c in calls),
               "twin": out.path(TWIN)}
     out.write_text(REPORT, text=json.dumps(report, indent=2) + "\n")
+    spent = report["judge_calls"] and f"; the judge: {report['judge_calls']} calls, ${report['judge_cost_usd']:.4f}"
     console.print(f"calibration: {out.path(REPORT)} ({len(calls)} calls, {infra_errors} infra errors, "
-                  f"${report['cost_usd']:.4f})")
+                  f"${report['cost_usd']:.4f}{spent or ''})")
     tasks, tasks_from = task_source(config)
     base = read_preset_file(settings.base_preset) if settings.base_preset else None
     header = twin_header(command, workers, {d: len(t) for d, t in drawn.items()}, settings.seed, tasks_from,
                          settings.base_preset, out.path(TWIN))
-    judged = any(registry.get(t.verifier).judged for t in questions)
+    judged = any(registry.get(t.verifier).by_judge for t in questions)
     judge_id = judge_worker(config.judge, config.pool) if judged else None
     judge_spec = next((w for w in [*config.pool.judges, *config.pool.workers] if w.id == judge_id), None)
     text = twin_preset_text(config.run_name, fits, config.pool.workers, questions, tasks,
                             kept_correlation(base, list(drawn)), header,
-                            twin_judge(judge_spec, base) if judged else None)
+                            twin_judge(judge_spec, base, workers) if judged else None)
     out.write_text(TWIN, text=text)
     console.print(f"twin preset: {out.path(TWIN)} (--set simulator.preset={out.path(TWIN)})")
     return {"fits": fits, "calls": calls, "questions": drawn, "twin": out.path(TWIN), "report": out.path(REPORT)}

@@ -99,10 +99,17 @@ def _unknown_to_the_simulator(config: Config) -> list[str]:
     from conductor.simulator.presets import load_preset
     from conductor.tasks.loader import load_tasks
 
-    known = {task.prompt for task in load_preset(config.simulator).tasks}
+    try:
+        known = {task.prompt for task in load_preset(config.simulator).tasks}
+    except ValueError as exc:  # a bad row of the preset's own files: that is the problem to name
+        return [f"simulator.preset {config.simulator.preset}: {exc}"]
     problems = []
     for index, spec in enumerate(config.data.datasets):
-        unknown = [task for task in load_tasks(spec) if task.prompt not in known]
+        try:
+            unknown = [task for task in load_tasks(spec) if task.prompt not in known]
+        except ValueError as exc:  # a row that lacks a field, an empty question, a repeated id
+            problems.append(f"data.datasets[{index}] ({spec.path}): {exc}")
+            continue
         if unknown:
             problems.append(f"data.datasets[{index}] ({spec.path}): {len(unknown)} question(s) are not among "
                             f"simulator.preset {config.simulator.preset}'s tasks (first: {unknown[0].id}), so the "

@@ -50,6 +50,8 @@ class Call:
     cost_usd: float = 0.0
     retries: int = 0
     infra_error: Optional[str] = None
+    judge_calls: int = 0  # grading a judged answer, apart from the worker's own figures
+    judge_cost_usd: float = 0.0
 
 
 def draw_questions(tasks: Sequence[Task], per_domain: int, seed: int) -> dict[str, list[Task]]:
@@ -80,7 +82,8 @@ async def measure(executor: WorkflowExecutor, workers: Sequence[WorkerSpec], que
                     answered=step.response is not None, prompt_tokens=step.tokens_in,
                     completion_tokens=step.tokens_out, reasoning_tokens=step.reasoning_tokens,
                     latency_s=step.latency_s, cost_usd=step.cost_usd, retries=step.retries,
-                    infra_error=score.infra_error)
+                    infra_error=score.infra_error, judge_calls=score.judge.calls,
+                    judge_cost_usd=score.judge.cost_usd)
         if on_done is not None:
             on_done(call)
         return call

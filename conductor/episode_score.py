@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from conductor.verifiers.judge import NO_JUDGE_CALLS, Judge, JudgeUsage
 from conductor.verifiers.verdict import Verdict
 from conductor.verifiers.verify import verify
 
+log = logging.getLogger(__name__)
 VERIFIER_ERROR = "verifier: "  # prefixes the reason of an infrastructure error the verifier reported
 
 
@@ -75,7 +77,7 @@ class EpisodeScore:
     infra_error: Optional[str] = None  # why it is unscored
     verdict: Optional[Verdict] = None  # None: the answer never reached the verifier
     verify_s: float = 0.0
-    score: Optional[float] = None  # a graded verdict in [0, 1] (a Python reward), which the reward interpolates
+    score: Optional[float] = None  # a plug-in's verdict in [0, 1] (Python, server, judge): the reward interpolates it
     judge: JudgeUsage = NO_JUDGE_CALLS  # what a judge worker spent on this answer (not in worker_tokens, cost_usd)
 
     @property
@@ -150,20 +152,30 @@ class EpisodeScorer:
         future = self._verdicts.get(key)
         if future is None:
             future = self._verdicts[key] = asyncio.ensure_future(self._check(task, answer))
-            return await future
+            verdict, spent = await future
+            if verdict.infra_error is not None and self._verdicts.get(key) is future:
+                del self._verdicts[key]  # a transient failure (a 429, a timeout): the next attempt asks again
+            return verdict, spent
         verdict, _ = await future
         return verdict, NO_JUDGE_CALLS
 
     async def _check(self, task: Task, answer: str) -> tuple[Verdict, JudgeUsage]:
-        if self.judge is not None and self._judged(task):
-            judgement = await self.judge.judge(task, answer)
-            return judgement.verdict, judgement.usage
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.threads, verify, task, answer, self.verifier), NO_JUDGE_CALLS
+        """The verdict; a verifier that raises (a plug-in's bug) is an infrastructure error of this answer,
+        never the end of the batch or evaluation that scores it."""
+        try:
+            if self.judge is not None and self._judged(task):
+                judgement = await self.judge.judge(task, answer)
+                return judgement.verdict, judgement.usage
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.threads, verify, task, answer, self.verifier), NO_JUDGE_CALLS
+        except Exception as exc:  # whatever a verifier raises; its text may quote a URL or key: the type only
+            log.warning("verifier %s raised %s on task %s", task.verifier, type(exc).__name__, task.id)
+            return Verdict(False, infra_error=f"the {task.verifier} verifier raised {type(exc).__name__}"), \
+                NO_JUDGE_CALLS
 
     @staticmethod
     def _judged(task: Task) -> bool:
         try:
-            return registry.get(task.verifier).judged
+            return registry.get(task.verifier).by_judge
         except registry.UnknownVerifier:  # verify() says so, naming the task
             return False

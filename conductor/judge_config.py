@@ -48,7 +48,7 @@ def judge_worker(settings: JudgeConfig, pool: PoolConfig) -> Optional[str]:
 def check_judge(config: Config) -> None:
     """At config load: a judged dataset has a judge to call, and ``judge.worker`` names one the pool has."""
     judged = [f"data.datasets.{index}" for index, spec in enumerate(config.data.datasets)
-              if spec.verifier is not None and registry.get(spec.verifier).judged]
+              if spec.verifier is not None and registry.get(spec.verifier).by_judge]
     chosen = config.judge.worker
     if config.pool.workers:
         known = [worker.id for worker in (*config.pool.workers, *config.pool.judges)]

@@ -1,7 +1,7 @@
 """What a batch of rollout records says, as numbers: the per-step log line, the rollouts command's
 summary and the evaluations all use this one definition. Infrastructure errors are counted, never
 scored. A judge's calls, tokens and $ (judged kinds) are figures of their own, in no worker figure.
-``mean_score`` exists only where a graded verifier (a user's Python reward, a judge) gave scores: accuracy
+``mean_score`` exists only where a graded verifier (a plug-in: Python, a reward server, a judge) gave scores: accuracy
 counts a score of 0.5 or more as right, the mean score keeps the fractions."""
 
 from __future__ import annotations

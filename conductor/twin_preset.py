@@ -71,15 +71,19 @@ def measured_comment(fit: WorkerFit) -> str:
             f"hidden tokens, median {fit.median_latency_ms:.0f} ms, ${fit.cost_usd:.6f}")
 
 
-def twin_judge(judge: Optional[WorkerSpec], base: Optional[PresetFile]) -> Optional[dict[str, Any]]:
+def twin_judge(judge: Optional[WorkerSpec], base: Optional[PresetFile],
+               worker_names: Sequence[str] = ()) -> Optional[dict[str, Any]]:
     """The twin's simulated judge, for judged tasks: the base preset's, or the pool's judge worker at its
-    prices with the schema's error rate. Its error rate is not measured (that needs each item's truth)."""
+    prices with the schema's error rate. Its error rate is not measured (that needs each item's truth). A
+    judge that is also a routed worker (``judge.worker`` naming one) gets a name of its own in the twin,
+    where the judge is a separate entry, found as the pool's one judge with ``judge.worker`` unset."""
     if base is not None and base.judge is not None:
         return base.judge.model_dump(mode="json")
     if judge is None:
         return None
-    return {"name": judge.id, "description": judge.description or "grades answers against a rubric",
-            "price_in_per_m": judge.price_in_per_m, "price_out_per_m": judge.price_out_per_m}
+    name = f"{judge.id}-judge" if judge.id in worker_names else judge.id
+    return {"name": name, "description": judge.description or "grades answers against a rubric",
+            "price_in_per_m": judge.price_in_per_m or 0.0, "price_out_per_m": judge.price_out_per_m or 0.0}
 
 
 def twin_preset_text(name: str, fits: Sequence[WorkerFit], specs: Sequence[WorkerSpec], questions: Sequence[Task],

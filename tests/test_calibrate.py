@@ -143,7 +143,8 @@ def test_a_judged_pools_twin_has_a_judge_and_serves_its_tasks(tmp_path, capsys):
             "--set", "simulator.latency_scale=0", "--set", "calibrate.questions_per_domain=10"]
     assert calibrate_main(argv) == 0
     report = json.loads((tmp_path / "judged" / "calibration.json").read_text())
-    assert report["infra_errors"] == 0  # every answer graded: the judge was bound
+    assert report["infra_errors"] == 0  # every answer graded: the judge was bound, its spend apart
+    assert 0 < report["judge_calls"] <= report["calls"] and report["judge_cost_usd"] > 0
     twin_path = tmp_path / "judged" / "twin.yaml"
     twin = read_preset_file(str(twin_path))
     assert twin.judge is not None and twin.judge.name == read_preset_file("toy-judged").judge.name

@@ -148,3 +148,34 @@ def test_summary_and_report_name_the_same_best_single_worker():
     pooled_best = max(summary["single_worker_accuracy"], key=summary["single_worker_accuracy"].get)
     assert summary["best_single_worker"] == pooled_best
     assert summary["best_single_worker"] != summary["best_single_domain_worker"]  # why both are kept
+
+
+def test_a_verifier_that_raises_is_an_infra_error_and_a_cached_failure_is_asked_again(monkeypatch):
+    """A plug-in's bug (here a verifier that raises once, then answers) costs one answer's score, not the
+    batch or the evaluation; with the verdict cache, a failed verdict is not kept, so the next attempt with
+    the same answer asks again."""
+    from conductor.verifiers import registry
+    from conductor.verifiers.kinds import text
+
+    calls = []
+
+    def flaky(task, response, settings):
+        calls.append(response)
+        if len(calls) == 1:
+            raise TypeError("a plug-in bug that quotes http://user:secret@reward/ in its message")
+        return Verdict(True, response)
+
+    name = "flaky"
+    monkeypatch.setattr(registry._REGISTRY, "specs", dict(registry._REGISTRY.all()))  # restored after the test
+    registry.register(registry.VerifierSpec(name, flaky, text.final_value, text.answer_key, text.INSTRUCTION))
+    task = Task("t/0", "d", "q", "4", verifier=name)
+    episode = EpisodeResult([RoundTrace(0, "text", steps=[step()])], answer="4")
+    scorer = EpisodeScorer(cache=True)
+
+    async def twice():
+        return await scorer.score(task, episode), await scorer.score(task, episode)
+
+    first, second = asyncio.run(twice())
+    assert first.status is Status.INFRA_ERROR and first.reward is None
+    assert first.infra_error == f"verifier: the {name} verifier raised TypeError"  # the type only: no secret
+    assert second.status is Status.CORRECT and len(calls) == 2

@@ -69,7 +69,7 @@ def free_port() -> int:
 
 def test_a_faulty_server_never_has_a_failed_call_scored_and_retries_recover_its_batch_faults(tmp_path):
     with FaultyRewardServer(seed=3, hang_s=30) as server:
-        entry = dataset(tmp_path, server.url, ITEMS, timeout_s=2.0, retries=3, backoff_base_s=0.02,
+        entry = dataset(tmp_path, server.url, ITEMS, timeout_s=6.0, retries=3, backoff_base_s=0.02,
                         backoff_max_s=0.2, batch_size=5, batch_wait_s=0.05)
         tasks = tasks_of(tmp_path, entry)
         responses = [f"Adding.\nAnswer: {t.answer}" if i % 2 else f"Answer: {t.answer}1" for i, t in enumerate(tasks)]

@@ -59,7 +59,8 @@ OVERRIDES = ["run_name=pyreward", "sft.steps=150", "simulator.toy_items_per_doma
              "train.refill_rounds=0", "train.max_staleness=0", "train.plot=false",
              "rollout.temperature=0.3"]  # a warm start this short formats few samples at T=1: the store needs some
 PENALTY = 100.0  # per worker dollar: a judge's dollars counted in would move a judged reward by ~0.03
-SERVER = {"timeout_s": 5.0, "retries": 3, "backoff_base_s": 0.1, "backoff_max_s": 1.0, "batch_size": 2}
+SERVER = {"timeout_s": 10.0, "retries": 3, "backoff_base_s": 0.1, "backoff_max_s": 1.0, "batch_size": 2,
+          "batch_wait_s": 0.2}  # long enough on a loaded machine for two checks to share a POST
 
 
 def write_dataset(path: Path, tasks) -> str:
@@ -141,7 +142,7 @@ def test_a_python_reward_a_reward_server_and_a_judge_each_train_a_conductor(tmp_
     trained_records = [r for r in records if r["rollout_id"] in trained]
     assert summary["train_rollouts"] == len(trained_records) == len(trained)
     assert summary["train_infra_errors"] == sum(bool(r["infra_error"]) for r in trained_records)
-    assert summary["val_infra_errors"] >= 0 and summary["heldout_infra_errors"] >= 0
+    assert {"val_infra_errors", "heldout_infra_errors"} <= set(summary)
     assert all(count >= 1 for count in summary["baseline_infra_errors"].values()), summary["baseline_infra_errors"]
 
     # the judge: one call per graded answer, its dollars apart from the workers' and out of the reward

@@ -6,7 +6,7 @@ questions: ``se = stdev(per-question accuracy) / sqrt(n)``. Cost figures are mea
 repeat. The ``average`` column is the unweighted mean over domains, as the paper averages its columns. A
 judge's calls, tokens and $ (judged kinds) are means per question of their own, in no worker figure.
 
-Where a graded reward (a user's Python reward) scored the attempts, a cell also has ``mean_score``: the mean
+Where a plug-in reward (Python, a reward server, a judge) scored the attempts, a cell also has ``mean_score``: the mean
 over its scored attempts with a score (accuracy counts 0.5 or more as right; the mean keeps the fractions),
 and the average's is the unweighted mean over the domains that have one. Without graded scores it is None,
 and neither report.json nor report.md shows it.

@@ -67,7 +67,7 @@ class PresetJudge(Section):
     description: str = Field(default="grades answers against a rubric", min_length=1)
     error_rate: float = Field(default=0.05, ge=0, le=1, description="P(its verdict is the wrong way round)")
     unparseable_rate: float = Field(default=0.0, ge=0, le=1, description="P(a reply with no score line)")
-    latency_ms: float = Field(default=50.0, ge=0, description="median latency of one verdict")
+    latency_ms: float = Field(default=50.0, ge=0, description="mean latency of one verdict (log-normal)")
     latency_sigma: float = Field(default=0.5, ge=0, description="log-normal spread of the latency")
     price_in_per_m: float = Field(default=0.0, ge=0, description="USD per 1M prompt tokens")
     price_out_per_m: float = Field(default=0.0, ge=0, description="USD per 1M completion tokens")

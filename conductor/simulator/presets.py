@@ -95,7 +95,7 @@ def load_preset(config: SimulatorConfig) -> SimPreset:
         if missing:
             raise ValueError(f"simulator.preset {config.preset}: no accuracy for domain {domain!r} "
                              f"in worker(s) {', '.join(missing)}")
-    judged = [t for t in tasks + unseen if registry.get(t.verifier).judged]
+    judged = [t for t in tasks + unseen if registry.get(t.verifier).by_judge]
     if judged and spec.judge is None:
         raise ValueError(f"simulator.preset {config.preset}: judged tasks ({judged[0].id}, ...) need a `judge:` entry")
     unknown = [t.id for t in judged if not t.answer]

@@ -142,7 +142,7 @@ class RewardServerClient:
         try:
             headers = self._headers()
             body = json.dumps({"items": list(items)}, default=str).encode()
-        except ValueError as exc:  # no key to send, or a meta value JSON cannot hold
+        except (ValueError, TypeError) as exc:  # no key to send, or a meta value (or key) JSON cannot hold
             return [Outcome(None, str(exc), "unsent")] * len(items)
         failure = None
         for attempt in range(self.server.retries + 1):
@@ -179,6 +179,8 @@ class RewardServerClient:
             return Failure("timeout", True, f"no answer within {self.server.timeout_s:g} s"), []
         except httpx.TransportError as exc:  # its text may quote the URL: the type says enough
             return Failure("connection", True, f"connection failed ({type(exc).__name__})"), []
+        except httpx.HTTPError as exc:  # a body it cannot decode (a bad Content-Encoding), ...
+            return Failure("malformed_response", True, f"unreadable response ({type(exc).__name__})"), []
         status = response.status_code
         if status in RETRYABLE_STATUS or status >= 500:
             return Failure("server_error", True, f"HTTP {status}", status,

@@ -22,7 +22,7 @@ replies and failed calls included) and never enters the reward's cost penalties,
 Conductor's choice of workers; the judge's spend is the same whatever it chooses.
 
 The scorer calls the judge itself (``EpisodeScorer(judge=...)``: the kind's registry entry says
-``judged``); ``check_unbound`` is the kind's plain ``check`` for a scorer bound to no pool (the demo),
+``by_judge``); ``check_unbound`` is the kind's plain ``check`` for a scorer bound to no pool (the demo),
 where a judged answer cannot be scored: an infrastructure error.
 """
 

@@ -109,7 +109,7 @@ def _import(reference: str) -> Callable[..., Any]:
     module_name, name = split_reference(reference)
     try:
         target: Any = _load_module(module_name)
-    except Exception as exc:  # the user's module: any error at import (a missing dependency, a syntax error)
+    except (Exception, SystemExit) as exc:  # the user's module: any error at import (a missing dependency, sys.exit)
         raise RewardImportError(f"cannot import {module_name!r}: {_describe(exc)}") from None
     for part in name.split("."):
         try:
@@ -177,7 +177,7 @@ def check(task: Task, response: str, settings: VerifierConfig) -> Verdict:
     except Saturated as exc:
         return _unjudged(reference, "saturated", f"was not called: {exc} (verifier.python_reward_threads)",
                          extracted)
-    except Exception as exc:  # the user's code: whatever it raises is an infrastructure error
+    except (Exception, SystemExit) as exc:  # the user's code: whatever it raises, sys.exit too
         return _unjudged(reference, type(exc).__name__, f"raised {_describe(exc)}", extracted)
     problem = _problem(value)
     if problem is not None:

@@ -67,7 +67,7 @@ class VerifierSpec:
     simulated: SimulatedAnswer = field(default_factory=SimulatedAnswer)
     # scored by a judge worker through the pool (conductor/verifiers/judge.py), awaited by the scorer in place
     # of ``check``, which then only answers where no judge is bound
-    judged: bool = False
+    by_judge: bool = False
 
 
 class UnknownVerifier(ValueError):

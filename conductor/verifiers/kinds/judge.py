@@ -33,4 +33,4 @@ def simulated_value(task: Task, correct: bool, draw: float) -> str:
 
 
 SPECS = (VerifierSpec("judge", judge.check_unbound, text.final_value, text.answer_key, text.INSTRUCTION,
-                      reference=False, judged=True, simulated=SimulatedAnswer(value=simulated_value)),)
+                      reference=False, by_judge=True, simulated=SimulatedAnswer(value=simulated_value)),)
