@@ -2,10 +2,10 @@
 JSON, Parquet or CSV file. Both become the same thing, a field map (conductor/tasks/field_map.py), so
 everything a map can get wrong is refused here, at config load, with the setting's name: a Python reward
 (``verifier: python``, ``reward_function: module:function``) is imported here too, so one that does not
-import or cannot take (task, response) fails before any actor starts. A preset takes those two keys as
-well: its rows, prompts and instruction as they are, scored by the user's function instead of its own
-verifier (e.g. GSM8K under a reward of one's own). A reward server (``verifier: http``, ``reward_server:
-{url: ...}``) has its URL and settings checked here; it need not be up yet."""
+import or cannot take (task, response) fails before any actor starts. A reward server (``verifier: http``,
+``reward_server: {url: ...}``) has its URL and settings checked here; it need not be up yet. A preset takes
+either as well: its rows, prompts and instruction as they are, scored by the user's function or server
+instead of its own verifier (e.g. GSM8K under a reward of one's own)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ Column = Annotated[str, Field(min_length=1)]
 Columns = Union[Column, Annotated[list[Column], Field(min_length=1)]]  # a list: the first column with a value
 FIELD_MAP_KEYS = ("fields", "template", "domain", "id_prefix", "verifier", "reward_function", "reward_server",
                   "instruction", "meta")
-PRESET_OVERRIDES = ("verifier", "reward_function")  # a preset scored by the user's reward: verifier python
+PRESET_OVERRIDES = ("verifier", "reward_function", "reward_server")  # a preset scored by the user's reward
 RewardFunction = Annotated[str, AfterValidator(check_reference)]  # imported and its signature checked at load
 Scalar = Union[str, int, float, bool, None]
 FilterValues = Annotated[list[Scalar], Field(min_length=1)]
@@ -87,10 +87,11 @@ class DatasetSpec(Section):
             if own_map:
                 raise ValueError(f"format {self.format} is a built-in field map; give it or {', '.join(own_map)} "
                                  "(a field map of your own), not both")
-            if self.verifier not in (None, "python"):
-                raise ValueError(f"format {self.format} scores with its own verifier; the one it takes instead "
-                                 "is python, with reward_function (your own reward)")
+            if self.verifier not in (None, "python", "http"):
+                raise ValueError(f"format {self.format} scores with its own verifier; the ones it takes instead "
+                                 "are python, with reward_function (your own reward), and http, with reward_server")
             self._check_reward_function()
+            self._check_reward_server()
             return self
         fields = self.fields or DatasetFields()
         if fields.question is None and self.template is None:

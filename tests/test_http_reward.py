@@ -224,3 +224,19 @@ def test_concurrent_calls_share_batches_and_a_failed_send_reaches_every_caller()
     for caller in callers:
         caller.join()
     assert errors == ["send failed", "send failed"]
+
+
+def test_a_preset_format_is_scored_by_a_reward_server_with_its_own_prompt(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text(json.dumps({"question": "Tom has 3 apples and buys 4. How many?", "answer": "3 + 4 = 7\n#### 7"})
+                    + "\n")
+    preset = {"format": "gsm8k", "path": str(path)}
+    [built_in] = tasks_of(tmp_path, preset)
+    with FaultyRewardServer(seed=0, item_fault_rate=0.0) as server:
+        [task] = tasks_of(tmp_path, {**preset, "verifier": "http", "reward_server": {"url": server.url}})
+        assert task.verifier == "http" and task.reward_server.url == server.url
+        assert (task.id, task.prompt, task.answer, task.meta) == (built_in.id, built_in.prompt, "7", built_in.meta)
+        assert verify(task, "3 and 4 make 7.\nAnswer: 7").score == true_score("7", "Answer: 7")
+        assert server.requests[0][0]["question"] == built_in.prompt
+    with pytest.raises(ConfigError, match="reward_server is for verifier http"):
+        tasks_of(tmp_path, {**preset, "reward_server": {"url": server.url}})

@@ -370,13 +370,13 @@ def test_a_preset_format_is_scored_by_the_users_reward_with_its_own_prompt(tmp_p
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"verifier": "text"}, r"format gsm8k scores with its own verifier; the one it takes instead is python"),
+    ({"verifier": "text"}, r"format gsm8k scores with its own verifier; the ones it takes instead are python"),
     ({"reward_function": "{m}:hashes"}, r"reward_function is for verifier python; format gsm8k's verifier scores"),
     ({"verifier": "python"}, r"verifier python needs reward_function"),
     ({"verifier": "python", "reward_function": "{m}:hashes", "instruction": ""},
      r"format gsm8k is a built-in field map; give it or instruction"),
 ])
-def test_a_preset_takes_only_a_python_reward_in_place_of_its_verifier(tmp_path, user_module, extra, message):
+def test_a_preset_takes_only_a_users_reward_in_place_of_its_verifier(tmp_path, user_module, extra, message):
     dataset = {"format": "gsm8k", "path": str(tmp_path / "gsm8k.jsonl"),
                **{key: value.format(m=user_module) for key, value in extra.items()}}
     with pytest.raises(ConfigError, match=message):

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 Row = dict[str, Any]
 USER_REWARD: VerifierKind = "python"  # the kind that scores a map with a reward_function
+USER_SERVER: VerifierKind = "http"  # the kind that scores a map with a reward_server
 Columns = tuple[str, ...]  # tried in order: the first with a value (not null, not "") is used
 
 
@@ -199,7 +200,7 @@ def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source
         first_row[draft.id] = number
         prompt = f"{draft.question}\n\n{instruction}" if instruction else draft.question
         # a preset scored by the user's reward keeps its rows, checks and instruction; the function scores
-        verifier = USER_REWARD if fields.reward_function else draft.verifier
+        verifier = USER_REWARD if fields.reward_function else USER_SERVER if fields.reward_server else draft.verifier
         tasks.append(Task(draft.id, draft.domain, prompt, draft.answer, verifier, draft.meta, fields.reward_function,
                           fields.reward_server))
     return tasks

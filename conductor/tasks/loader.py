@@ -56,6 +56,8 @@ def spec_field_map(spec: DatasetSpec) -> FieldMap:
             preset = replace(preset, domain_value=spec.domain)
         if spec.reward_function is not None:
             preset = replace(preset, reward_function=spec.reward_function)  # scored by the user's reward
+        if spec.reward_server is not None:
+            preset = replace(preset, reward_server=spec.reward_server)  # scored by the user's server
         return preset
     fields = spec.fields
 
