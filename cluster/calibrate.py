@@ -33,7 +33,7 @@ from cluster.rollouts import tasks_for
 from conductor.calibration import Call, WorkerFit, draw_questions, fit_workers, measure
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
-from conductor.episode_score import EpisodeScorer, Status
+from conductor.episode_score import EpisodeScorer, Status, scoring_threads
 from conductor.executor import WorkflowExecutor
 from conductor.judge_config import judge_worker
 from conductor.local_pool import LocalPool
@@ -46,14 +46,13 @@ from conductor.twin_preset import kept_correlation, twin_header, twin_judge, twi
 from conductor.verifiers import registry
 from conductor.verifiers.judge import bind_judge
 
-VERIFY_THREADS = 2
 TWIN, REPORT = "twin.yaml", "calibration.json"
 
 
 async def measure_pool(config: Config, questions: list[Task], console: Console) -> list[Call]:
     """Every configured worker on every question, through an in-process pool, with a progress bar."""
     pool = LocalPool(config.pool, seed=config.seed)
-    threads = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify")
+    threads = ThreadPoolExecutor(scoring_threads(questions, config.verifier), thread_name_prefix="verify")
     try:
         executor = WorkflowExecutor(pool, question_visibility=config.executor.question_visibility)
         judge = bind_judge(config.judge, config.pool, pool)  # judged tasks graded through the same pool

@@ -24,6 +24,7 @@ import asyncio
 import enum
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Optional, Protocol
@@ -113,6 +114,24 @@ def score_of(episode: Episode, verdict: Optional[Verdict], rewards: Optional[Rew
                    score=score)
     return EpisodeScore(status, value, episode.format_ok, episode.worker_tokens, episode.cost_usd, infra_error,
                         verdict, verify_s, score, judge)
+
+
+SANDBOX_THREADS = 2  # code answers each run a sandbox: more at once than the cores only queues them
+
+
+def scoring_threads(tasks: Sequence[Task], settings: Optional[VerifierConfig] = None) -> int:
+    """How many threads a scorer that owns its own (evaluation, calibration) verifies on: two for code
+    answers, more where a plug-in waits on I/O on its thread: a reward server's checks share a POST only
+    while they wait together (up to its ``batch_size``), a Python reward runs up to its
+    ``python_reward_threads`` calls at once."""
+    settings = settings or VerifierConfig()
+    wanted = [SANDBOX_THREADS]
+    for task in tasks:
+        if task.reward_server is not None:
+            wanted.append(task.reward_server.batch_size)
+        elif task.reward_function is not None:
+            wanted.append(settings.python_reward_threads)
+    return max(wanted)
 
 
 class EpisodeScorer:

@@ -179,3 +179,18 @@ def test_a_verifier_that_raises_is_an_infra_error_and_a_cached_failure_is_asked_
     assert first.status is Status.INFRA_ERROR and first.reward is None
     assert first.infra_error == f"verifier: the {name} verifier raised TypeError"  # the type only: no secret
     assert second.status is Status.CORRECT and len(calls) == 2
+
+
+def test_a_scorer_of_its_own_has_threads_enough_for_its_plug_ins_batches():
+    """Evaluation and calibration verify on threads of their own: two for code answers, but a reward
+    server's checks share a POST only while they wait together, so its batch_size of them."""
+    from conductor.episode_score import SANDBOX_THREADS, scoring_threads
+    from conductor.verifiers.http_reward import RewardServer
+
+    code = Task("h/0", "humaneval", "q", "", verifier="humaneval")
+    served = Task("s/0", "d", "q", "1", verifier="http", reward_server=RewardServer(url="http://127.0.0.1:9/s",
+                                                                                    batch_size=24))
+    graded = Task("p/0", "d", "q", "1", verifier="python", reward_function="m:f")
+    assert scoring_threads([code]) == SANDBOX_THREADS == 2
+    assert scoring_threads([code, served]) == 24
+    assert scoring_threads([graded], VerifierConfig(python_reward_threads=5)) == 5

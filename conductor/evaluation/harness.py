@@ -21,13 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from conductor.config import VerifierConfig
-from conductor.episode_score import EpisodeScorer
+from conductor.episode_score import EpisodeScorer, scoring_threads
 from conductor.evaluation.method import Method
 from conductor.evaluation.outcome import Outcome, outcome_of
 from conductor.tasks.task import Task
 from conductor.verifiers.judge import Judge
-
-VERIFY_THREADS = 2
 
 
 class Harness:
@@ -41,7 +39,7 @@ class Harness:
                   on_prepare: Optional[Callable[[str], None]] = None) -> list[Outcome]:
         """Outcomes in (method, task, repeat) order, whatever order the attempts finished in."""
         gate = asyncio.Semaphore(self.concurrency)
-        threads = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify")
+        threads = ThreadPoolExecutor(scoring_threads(tasks, self.verifier), thread_name_prefix="verify")
         scorer = EpisodeScorer(self.verifier, threads=threads, cache=True, judge=self.judge)  # futures: this loop
 
         async def one(method: Method, task: Task, repeat: int) -> Outcome:
