@@ -25,6 +25,7 @@ from conductor.evaluation.outcome import Attempt
 from conductor.evaluation.registry import build_methods
 from conductor.evaluation.report import AVERAGE, summarise
 from conductor.executor import WorkflowExecutor
+from conductor.per_process import PerProcess
 from conductor.rewards import RewardConfig
 from conductor.rollout import RolloutRunner
 from conductor.rollout_record import RolloutRecord
@@ -134,7 +135,7 @@ def user_module(tmp_path, monkeypatch):
     (code / f"{name}.py").write_text(REWARDS)
     (code / f"{name}_broken.py").write_text("import a_dependency_nobody_installed\n")
     monkeypatch.syspath_prepend(str(code))
-    monkeypatch.setattr(python_reward, "_functions", {})
+    monkeypatch.setattr(python_reward, "_functions", PerProcess())
     yield name
     for module in (name, f"{name}_broken"):
         sys.modules.pop(module, None)
@@ -297,7 +298,7 @@ def test_a_process_that_cannot_import_the_reward_fails_when_its_rollouts_start(t
     config = config_with(tmp_path, entry(tmp_path, f"{user_module}:share"))
     monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.endswith("user_code")])
     sys.modules.pop(user_module)
-    monkeypatch.setattr(python_reward, "_functions", {})
+    monkeypatch.setattr(python_reward, "_functions", PerProcess())
     with pytest.raises(python_reward.RewardImportError, match=rf"reward function '{user_module}:share' in this "
                        r"process: cannot import .*ship the module with the job"):
         RolloutRunner(config, FakeTokenizer(), FixedRouter(lambda: 0), ScriptedPool({}))

@@ -46,7 +46,6 @@ import math
 import numbers
 import os
 import random
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional
@@ -57,6 +56,7 @@ from pydantic import AfterValidator, ConfigDict, Field
 
 from conductor.call_batcher import CallBatcher
 from conductor.config_section import Section
+from conductor.per_process import PerProcess
 from conductor.retry_policy import Failure, backoff_seconds, retry_after_seconds
 from conductor.verifiers.python_reward import CORRECT_AT
 from conductor.verifiers.text_match import extract_answer
@@ -212,19 +212,13 @@ def _outcome(value: Any) -> Outcome:
     return Outcome(float(value))
 
 
-_clients: dict[RewardServer, RewardServerClient] = {}
-_lock = threading.Lock()
+_clients: PerProcess[RewardServer, RewardServerClient] = PerProcess()
 _logged: set[tuple[str, str]] = set()  # (url, problem) already logged by this process
 
 
 def client_for(server: RewardServer) -> RewardServerClient:
     """This process's client for ``server``, made on first use."""
-    client = _clients.get(server)
-    if client is None:
-        with _lock:
-            client = _clients.get(server) or RewardServerClient(server)
-            _clients[server] = client
-    return client
+    return _clients.get(server, lambda: RewardServerClient(server))
 
 
 def item_of(task: Task, response: str) -> dict[str, Any]:

@@ -46,13 +46,13 @@ import logging
 import math
 import numbers
 import sys
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from copy import deepcopy
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional
 
+from conductor.per_process import PerProcess
 from conductor.verifiers.bounded_calls import BoundedCalls, CallTimeout, Saturated
 from conductor.verifiers.text_match import extract_answer
 from conductor.verifiers.verdict import Verdict
@@ -65,9 +65,8 @@ CORRECT_AT = 0.5  # a score at or above this counts as correct for accuracy
 MESSAGE_CHARS = 200  # of a raising reward's message, kept in the record and the log
 log = logging.getLogger(__name__)
 
-_functions: dict[str, Callable[..., Any]] = {}
-_calls: dict[str, BoundedCalls] = {}  # each reward's own threads, made at its first call in this process
-_lock = threading.Lock()
+_functions: PerProcess[str, Callable[..., Any]] = PerProcess()
+_calls: PerProcess[str, BoundedCalls] = PerProcess()  # each reward's own threads, made at its first call
 _logged: set[tuple[str, str]] = set()  # (reference, problem kind) already logged by this process
 
 
@@ -138,12 +137,7 @@ def check_reference(reference: str) -> str:
 
 def resolve(reference: str) -> Callable[..., Any]:
     """The function, imported once per process."""
-    function = _functions.get(reference)
-    if function is None:
-        with _lock:
-            function = _functions.get(reference) or _import(reference)
-            _functions[reference] = function
-    return function
+    return _functions.get(reference, lambda: _import(reference))
 
 
 def preload(references: Iterable[str]) -> None:
@@ -187,12 +181,7 @@ def check(task: Task, response: str, settings: VerifierConfig) -> Verdict:
 
 
 def _threads(reference: str, settings: VerifierConfig) -> BoundedCalls:
-    calls = _calls.get(reference)
-    if calls is None:
-        with _lock:
-            calls = _calls.get(reference) or BoundedCalls(settings.python_reward_threads, f"reward {reference}")
-            _calls[reference] = calls
-    return calls
+    return _calls.get(reference, lambda: BoundedCalls(settings.python_reward_threads, f"reward {reference}"))
 
 
 def _problem(value: Any) -> Optional[str]:
