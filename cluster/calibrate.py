@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shlex
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,7 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cluster.cli_console import cli_console
+from cluster.cli_console import run_command
 from cluster.rollouts import tasks_for
 from conductor.calibration import Call, WorkerFit, draw_questions, fit_workers, measure
 from conductor.config import Config
@@ -145,14 +144,7 @@ def run(config: Config, console: Console, command: str = "") -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = config_from_cli(argv, description=__doc__)
-    command = "python -m cluster.calibrate " + shlex.join(sys.argv[1:] if argv is None else argv)
-    try:
-        run(config, cli_console(), command)
-    except ValueError as exc:
-        cli_console(stderr=True).print(f"[red]calibrate: {exc}[/]")
-        return 2
-    return 0
+    return run_command("calibrate", run, config_from_cli(argv, description=__doc__), argv)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ tables still fit its width. In a terminal it is rich's usual console.
 """
 from __future__ import annotations
 
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from rich.console import Console
 
 PIPE_WIDTH = 200
@@ -16,3 +21,16 @@ def cli_console(stderr: bool = False) -> Console:
     if console.is_terminal:
         return console
     return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+
+
+def run_command(name: str, run: Callable[[Any, Console, str], Any], config: Any,
+                argv: Sequence[str] | None) -> int:
+    """``python -m cluster.<name>``'s run with the command line it was given (for its outputs to record);
+    a ValueError (a bad setting found while running) is one red line on stderr and exit code 2."""
+    command = f"python -m cluster.{name} " + shlex.join(sys.argv[1:] if argv is None else argv)
+    try:
+        run(config, cli_console(), command)
+    except ValueError as exc:
+        cli_console(stderr=True).print(f"[red]{name}: {exc}[/]")
+        return 2
+    return 0

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shlex
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cluster.cli_console import cli_console
+from cluster.cli_console import run_command
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.episode import EpisodeRunner
@@ -251,13 +250,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     config = config_from_cli(argv, default_config="configs/eval-paper7.yaml", description=__doc__)
-    command = "python -m cluster.evaluate " + shlex.join(sys.argv[1:] if argv is None else argv)
-    try:
-        run(config, cli_console(), command)
-    except ValueError as exc:
-        cli_console(stderr=True).print(f"[red]evaluate: {exc}[/]")
-        return 2
-    return 0
+    return run_command("evaluate", run, config, argv)
 
 
 if __name__ == "__main__":
