@@ -33,6 +33,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -327,7 +328,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--bundle", type=Path, default=BUNDLE)
     parser.add_argument("--no-install", action="store_true", help="use what this Python has")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "gpu_check")
-    parser.add_argument("--scratch", type=Path, help="policy and export files (default: OUT/scratch)")
+    parser.add_argument("--scratch", type=Path, help="the policy's and the export's files (default: a new "
+                        "temporary directory; they are too big to come back from a device call)")
     parser.add_argument("--compare", type=int, nargs=4, default=[4, 4, 256, 64],
                         metavar=("GROUPS", "SAMPLES", "PROMPT", "COMPLETION"))
     parser.add_argument("--speed", type=int, nargs=4, default=[16, 8, 1024, 256],
@@ -357,7 +359,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             raise SystemExit("--device cuda: torch sees no CUDA device (torch.cuda.is_available() is False)")
     ensure_packages(args.bundle, install=not args.no_install)
     started = time.perf_counter()
-    scratch = args.scratch or args.out / "scratch"
+    scratch = args.scratch or Path(tempfile.mkdtemp(prefix="gpu-check-"))
     scratch.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     policy, described = prepare_policy(args.policy, args.bundle, scratch, args.seed)

@@ -64,6 +64,7 @@ def test_the_check_passes_on_the_cpu_with_weights_drawn_from_a_config(tmp_path):
     shutil.copytree(built, shape, ignore=shutil.ignore_patterns("*.safetensors"))
     out = tmp_path / "out"
     code = gpu_check.main(["--device", "cpu", "--policy", str(shape), "--no-install", "--out", str(out),
+                           "--scratch", str(tmp_path / "scratch"),
                            "--compare", "2", "4", "16", "8", "--speed", "2", "4", "16", "8", "--steps", "1",
                            "--warmup", "0", "--micro-batch-size", "4", "--lr", "1e-3"])
     summary = json.loads((out / "gpu_check.json").read_text())
