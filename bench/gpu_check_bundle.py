@@ -17,6 +17,7 @@ The folder is ignored by git; a device call carries it (``carry: [".gpu_check"]`
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -85,12 +86,9 @@ def download(name: str, version: str, wheels: Path) -> None:
 
 def build_deepspeed(version: str, wheels: Path) -> None:
     """DeepSpeed's sdist built into a pure-Python wheel (no ops compiled: DS_BUILD_OPS=0)."""
-    env = {"DS_BUILD_OPS": "0"}
-    import os
-
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
                     "--no-build-isolation", "-w", str(wheels), f"deepspeed=={version}"],
-                   check=True, env=dict(os.environ, **env))
+                   check=True, env=dict(os.environ, DS_BUILD_OPS="0"))
 
 
 def write_shape(out: Path) -> None:
