@@ -32,7 +32,7 @@ from rich.table import Table
 from cluster.cli_console import run_command
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
-from conductor.cost_dial import card_of, read_card, resolve_setting
+from conductor.cost_dial import policy_card, resolve_setting
 from conductor.episode import EpisodeRunner
 from conductor.evaluation import domain_table
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
@@ -96,8 +96,7 @@ def evaluation_setting(config: Config) -> Optional[int]:
     policy trained with the dial (its cost_dial.json, or this config's reward.cost_weight_range); None for
     one without, which refuses a setting (conductor/cost_dial.py)."""
     path = local_copy(config.evaluate.policy, config.output.storage_options) if config.evaluate.policy else None
-    return resolve_setting(read_card(path) or card_of(config.reward), config.evaluate.cost_quality,
-                           "evaluate.cost_quality")
+    return resolve_setting(policy_card(path, config.reward), config.evaluate.cost_quality, "evaluate.cost_quality")
 
 
 def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optional[tuple[VllmSampler, Any]]:

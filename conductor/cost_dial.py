@@ -104,6 +104,12 @@ def read_card(policy_dir: Optional[str]) -> Optional[DialCard]:
     return DialCard.parse(path.read_text(), str(path)) if path.is_file() else None
 
 
+def policy_card(policy_dir: Optional[str], settings: Any) -> Optional[DialCard]:
+    """Whether a policy takes a setting: its own card, else the one its config's ``reward`` section gives
+    (a checkpoint of a dial run, evaluated or served with that run's config)."""
+    return read_card(policy_dir) or card_of(settings)
+
+
 def resolve_setting(card: Optional[DialCard], asked: Optional[int], name: str) -> Optional[int]:
     """The setting a dial policy runs at: ``asked``, else its default; None for a policy without the dial,
     which refuses one (``name``: the setting as the caller spelt it, for the error)."""
