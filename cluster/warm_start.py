@@ -24,6 +24,7 @@ from conductor.cost_dial import CARD_FILE, card_of, draw_setting
 from conductor.example_workflows import example_plans, example_text
 from conductor.prompt_builder import PromptBuilder
 from conductor.recursive_examples import recursive_prompt_ids
+from conductor.roster import Roster
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import load_preset
 from conductor.tasks.task import Task
@@ -66,10 +67,7 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
         raise ValueError("the SFT warm start needs training questions")
     rosters = [builder.roster() for _ in tasks]
     dial = card_of(config.reward)
-    settings = [None if dial is None else draw_setting(config.seed, f"sft-{index}", dial.settings)
-                for index in range(len(tasks))]
-    prompts = [builder.task_prompt_ids(task, roster, setting)
-               for task, roster, setting in zip(tasks, rosters, settings)]
+    settings, prompts = sft_prompts(config, builder, tasks, rosters)
     weights = None if prior is None else [roster_weights(prior, task.domain, roster.worker_ids)
                                           for task, roster in zip(tasks, rosters)]
     menus = None if menu is None else [roster_menu(menu[setting], task.domain, roster.worker_ids)
@@ -108,6 +106,17 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     del model
     release_memory()
     return out.publish("sft")
+
+
+def sft_prompts(config: Config, builder: PromptBuilder, tasks: Sequence[Task],
+                rosters: Sequence[Roster]) -> tuple[list[Optional[int]], list[list[int]]]:
+    """The warm start's prompts, as token ids, and the cost-dial setting each states (drawn per prompt, as
+    rollouts draw one per group; None without the dial)."""
+    dial = card_of(config.reward)
+    settings = [None if dial is None else draw_setting(config.seed, f"sft-{index}", dial.settings)
+                for index in range(len(tasks))]
+    return settings, [builder.task_prompt_ids(task, roster, setting)
+                      for task, roster, setting in zip(tasks, rosters, settings)]
 
 
 def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer,

@@ -42,9 +42,10 @@ def recursive_prompt_ids(builder: PromptBuilder, tasks: Sequence[Task], rosters:
                          settings: Optional[Sequence[Optional[int]]] = None) -> list[list[int]]:
     """One recursive-round prompt per task, as token ids: its root prompt, ``previous_plans`` as the
     assistant's turn, and a stand-in final response; ``settings``: a cost-dial run's, one per task."""
+    if not len(tasks) == len(rosters) == len(previous_plans):
+        raise ValueError(f"{len(tasks)} tasks, {len(rosters)} rosters and {len(previous_plans)} previous plans")
     settings = settings if settings is not None else [None] * len(tasks)
-    if not len(tasks) == len(rosters) == len(previous_plans) == len(settings):
-        raise ValueError(f"{len(tasks)} tasks, {len(rosters)} rosters, {len(previous_plans)} previous plans and "
-                         f"{len(settings)} settings")
+    if len(settings) != len(tasks):
+        raise ValueError(f"{len(tasks)} tasks and {len(settings)} cost-dial settings")
     return [builder.recursive_prompt_ids(task, roster, plan, stand_in_response(task, rng, workers), setting)
             for task, roster, plan, setting in zip(tasks, rosters, previous_plans, settings)]

@@ -74,6 +74,13 @@ class RewardConfig(Section):
         if not self.format_error <= self.wrong < self.correct:
             raise ValueError(f"rewards must keep format_error <= wrong < correct; got {self.format_error}, "
                              f"{self.wrong}, {self.correct}")
+        if self.cost_weight_range is not None:
+            lo, hi = self.cost_weight_range
+            if not 0 <= lo <= hi:
+                raise ValueError(f"reward.cost_weight_range must be [lo, hi] with 0 <= lo <= hi; got [{lo}, {hi}]")
+            if self.cost_penalty_per_usd:
+                raise ValueError("reward.cost_weight_range draws each question's lambda_usd: leave "
+                                 "reward.cost_penalty_per_usd at 0")
         return self
 
 
