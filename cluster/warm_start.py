@@ -20,7 +20,7 @@ from rich.console import Console
 
 from cluster.rollouts import policy_path
 from conductor.config import Config
-from conductor.cost_dial import CARD_FILE, card_of, draw_setting
+from conductor.cost_dial import CARD_FILE, NAMED_SETTINGS, card_of, draw_setting
 from conductor.example_workflows import example_plans, example_text
 from conductor.prompt_builder import PromptBuilder
 from conductor.recursive_examples import recursive_prompt_ids
@@ -128,7 +128,9 @@ def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer,
     console.print(f"SFT workflow prior: each worker alone and pairs among the {config.sft.prior_top_workers} best, "
                   f"on up to {config.sft.prior_questions} training questions a domain ({time.time() - started:.0f}s), "
                   f"T={config.sft.prior_temperature}")
-    for setting, menu in sorted(menus.items(), key=lambda entry: -1 if entry[0] is None else entry[0]):
+    shown = [setting for setting in menus if setting is None or setting in NAMED_SETTINGS.values()] or list(menus)
+    for setting in sorted(shown, key=lambda setting: -1 if setting is None else setting):  # cheap, balanced, best
+        menu = menus[setting]
         if setting is not None:
             console.print(f" at cost_quality {setting}:")
         for domain in sorted(menu):
