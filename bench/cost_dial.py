@@ -20,7 +20,8 @@ Writes ``<out>/<name>/`` (the report, its figures), ``<out>/<name>.json`` (the p
 setting, weight, accuracy and $ per question, and the bar's verdict) and ``<out>/<name>.md``. The bar, per
 setting: the dial policy within 1.5 accuracy points and +-15% of the cost of the policy trained at that
 weight, or dominating it (as accurate or more, at no more cost). A run already finished (its policy/ has
-config.json) is reused, so an interrupted bench resumes.
+config.json) is reused, so an interrupted bench resumes. Exits 1 when the bar is not met (the files are
+written either way).
 """
 
 from __future__ import annotations
