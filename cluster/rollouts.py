@@ -28,6 +28,7 @@ from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
+from conductor.cost_dial import card_of, setting_line
 from conductor.rollout import RolloutRequest
 from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import summarise
@@ -50,7 +51,7 @@ def policy_path(config: Config, out: RunOutput, name: str = "policy", train_ques
     """The configured model (a local dir or a URL); a GGUF one converted to a HF directory as ``out/name``
     (reused when already converted; learner/gguf_policy.py); or a tiny policy built from config as
     ``out/name`` (its tokenizer also trained on the pool listing and ``train_questions`` when
-    ``policy.tiny_corpus`` is ``run``)."""
+    ``policy.tiny_corpus`` is ``run``, and on a cost-dial run's setting lines)."""
     if is_gguf_source(config.policy.model_path):
         convert_gguf(config.policy.model_path, out.staged(name))
         return out.publish(name)
@@ -62,6 +63,8 @@ def policy_path(config: Config, out: RunOutput, name: str = "policy", train_ques
     if config.policy.tiny_corpus == "run":
         listing = Roster.full(config.pool.workers).listing(config.prompt.show_prices)
         corpus += [listing] * 20 + list(train_questions)
+        dial = card_of(config.reward)
+        corpus += [setting_line(setting) for setting in (dial.settings if dial else ()) for _ in range(5)]
     build_tiny_policy(out.staged(name), TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed),
                       corpus)
     return out.publish(name)

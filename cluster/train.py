@@ -49,6 +49,7 @@ from cluster.warm_start import warm_start_policy
 from conductor.baselines import run_baselines
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
+from conductor.cost_dial import CARD_FILE, card_of, resolve_setting
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
@@ -80,6 +81,8 @@ class GrpoRecipe:
         from cluster.placement import engine_placement_group
 
         config = self.config
+        self.val_setting = resolve_setting(card_of(config.reward), config.evaluate.cost_quality,
+                                           "evaluate.cost_quality")
         self.console.print(f"outputs: {self.out.url}")
         if not config.train.resume:
             archive_previous_run(self.out, self.console)
@@ -300,9 +303,11 @@ class GrpoRecipe:
                 state.best_val, state.best_step = previous
 
     def evaluate(self, tasks: list) -> RolloutStats:
-        """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored."""
+        """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored; a dial run
+        at one setting (``evaluate.cost_quality``, else balanced: conductor/cost_dial.py)."""
         return summarise(self.feed.evaluate(tasks, best.validation_sampling(self.config),
-                                            self.collector.next_batch_id(), self._look_after_actors))
+                                            self.collector.next_batch_id(), self._look_after_actors,
+                                            self.val_setting))
 
     def _checkpoint(self, tag: str) -> bool:
         """Save; if a learner rank dies meanwhile the weights to save are gone: rebuild and skip it."""
@@ -351,6 +356,9 @@ class GrpoRecipe:
         heldout = self.evaluate(list(self.splits.heldout))
         report.warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
         exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
+        card = card_of(self.config.reward)
+        if card is not None:  # evaluation and serving read it: this policy takes a cost_quality setting
+            self.out.write_text("policy", CARD_FILE, text=card.json())
         self._look_after_actors()
         summary = report.run_summary(self.config, self.state, heldout, self.splits.heldout, self.baselines, self.out,
                                      policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),

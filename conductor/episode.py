@@ -57,9 +57,11 @@ class EpisodeRunner:
         self.show_prices = show_prices
 
     async def run(self, question: str, roster: Roster, root_text: str, *, recursive_rounds: int = 0,
-                  conductor: Optional[ConductorFn] = None, root_truncated: bool = False) -> EpisodeResult:
+                  conductor: Optional[ConductorFn] = None, root_truncated: bool = False,
+                  cost_quality: Optional[int] = None) -> EpisodeResult:
         """``root_truncated``: the root completion hit the token limit; it is a format error unexecuted
-        (otherwise a policy learns to stop ending its turns, and trailing noise dilutes the gradient)."""
+        (otherwise a policy learns to stop ending its turns, and trailing noise dilutes the gradient).
+        ``cost_quality``: the cost dial's setting the root prompt stated, stated again in recursive rounds."""
         if recursive_rounds and conductor is None:
             raise ValueError("recursive rounds need a conductor callable")
         episode = EpisodeResult()
@@ -69,7 +71,7 @@ class EpisodeRunner:
             if round_index > 0:
                 messages = recursive_messages(question, roster, self.fewshot, previous_plan=text,
                                               final_response=episode.answer or "", max_steps=self.max_steps,
-                                              show_prices=self.show_prices)
+                                              show_prices=self.show_prices, cost_quality=cost_quality)
                 text = await conductor(messages)
                 if text is None:  # the recursive prompt outgrew the engine's context: the answer so far stands
                     return episode

@@ -2,6 +2,9 @@
 the workflow is cut to the request's limits, the workers run it, and the last step's reply is the answer.
 
 Rules, in the order they apply:
+- Cost dial: a policy trained with it (``dial``, its cost_dial.json) gets the request's
+  ``conductor.cost_quality``, else the model's ``cost_quality``, else the policy's default, stated in its
+  prompt as training stated it; the trace says which. A policy without the dial refuses the setting (400).
 - Workers: the model's (``serve.models[].workers``), narrowed by ``conductor.workers``; asking for a worker
   the model does not have is a 400. Steps and rounds: the smaller of the model's and the request's.
 - Cost cap (the smaller of ``conductor.max_cost_usd`` and ``serve.limits.max_cost_usd``): if no allowed
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from conductor.config import Config, WorkerSpec
+from conductor.cost_dial import DialCard, resolve_setting
 from conductor.executor import ExecutionResult, WorkflowExecutor
 from conductor.pool import DeltaSink, WorkerPoolClient
 from conductor.prompt_builder import PromptBuilder
@@ -84,8 +88,9 @@ class ServedAnswer:
 
 
 class Orchestrator:
-    def __init__(self, config: Config, generator: Generator, tokenizer: Any, pool: WorkerPoolClient):
-        self.config, self.serve, self.generator = config, config.serve, generator
+    def __init__(self, config: Config, generator: Generator, tokenizer: Any, pool: WorkerPoolClient,
+                 dial: Optional[DialCard] = None):
+        self.config, self.serve, self.generator, self.dial = config, config.serve, generator, dial
         self.workers = {w.id: w for w in config.pool.workers}
         self.prompts = PromptBuilder(config, tokenizer)
         self.executor = WorkflowExecutor(pool, question_visibility=config.executor.question_visibility,
@@ -98,6 +103,8 @@ class Orchestrator:
             if unknown:
                 raise ValueError(f"serve.models {model.name}: unknown workers {unknown}; the pool has "
                                  f"{sorted(self.workers)}")
+        for model in self.serve.models:
+            resolve_setting(dial, model.cost_quality, f"serve.models {model.name}: cost_quality")
         unknown = sorted(set(self.serve.strongest_first) - set(self.workers))
         if unknown:
             raise ValueError(f"serve.strongest_first names unknown workers {unknown}")
@@ -127,6 +134,14 @@ class Orchestrator:
             allowed = [w for w in allowed if w in controls.workers]
         return Roster.full([self.workers[w] for w in allowed])
 
+    def cost_quality(self, model: ServedModel, controls: Controls) -> Optional[int]:
+        """The cost dial's setting for this request (None: the policy has no dial)."""
+        asked = controls.cost_quality if controls.cost_quality is not None else model.cost_quality
+        try:
+            return resolve_setting(self.dial, asked, "conductor.cost_quality")
+        except ValueError as exc:
+            raise ApiError(400, str(exc), param="conductor.cost_quality", code="unsupported_parameter") from None
+
     def start(self, request: ServeRequest, events: Optional[ServeEvents] = None) -> _Run:
         """Everything that can refuse the request before it runs (workers, cost cap): a stream is only
         opened for a request that passed."""
@@ -145,13 +160,15 @@ class _Run:
         self.o, self.request, self.events = orchestrator, request, events
         model, controls = request.model, request.controls
         self.roster = orchestrator.roster(model, controls)
+        self.cost_quality = orchestrator.cost_quality(model, controls)
         self.max_steps = min(model.max_steps, controls.max_steps or model.max_steps)
         self.rounds = min(model.max_rounds, model.max_rounds if controls.max_rounds is None else controls.max_rounds)
         caps = [c for c in (controls.max_cost_usd, orchestrator.serve.limits.max_cost_usd) if c is not None]
         self.cap = min(caps) if caps else None
         self.usage = Usage()
         self.trace = ServedTrace(model.name, list(self.roster.worker_ids),
-                                 {"max_steps": self.max_steps, "max_rounds": self.rounds, "max_cost_usd": self.cap})
+                                 {"max_steps": self.max_steps, "max_rounds": self.rounds, "max_cost_usd": self.cap},
+                                 cost_quality=self.cost_quality)
         self.started = time.perf_counter()
         self.sent_text = False
 
@@ -163,7 +180,8 @@ class _Run:
         self.trace.rounds.append(record)
         text = await self._conduct(conductor_messages(question, self.roster, self.o.prompts.fewshot,
                                                       max_steps=self.max_steps,
-                                                      show_prices=self.o.config.prompt.show_prices), record,
+                                                      show_prices=self.o.config.prompt.show_prices,
+                                                      cost_quality=self.cost_quality), record,
                                    recursive=False)
         workflow = self._parse(text, record, recursive=False) if text is not None else None
         if workflow is None:
@@ -184,7 +202,8 @@ class _Run:
             self.trace.rounds.append(record)
             messages = recursive_messages(question, self.roster, self.o.prompts.fewshot, previous_plan=text or "",
                                           final_response=answer or "", max_steps=self.max_steps,
-                                          show_prices=self.o.config.prompt.show_prices)
+                                          show_prices=self.o.config.prompt.show_prices,
+                                          cost_quality=self.cost_quality)
             text = await self._conduct(messages, record, recursive=True)
             workflow = self._parse(text, record, recursive=True) if text is not None else None
             if workflow is None or not workflow.steps:

@@ -1,7 +1,7 @@
 """What one served request leaves behind: its usage (the Conductor's tokens and the workers' apart, and the
 cost) and its trace, the audit trail of the workflow that answered: each round's Conductor output and
 workflow, each step's worker, subtask, access list, tokens, latency, cost and status, any cut or
-fallback and why, and where the time went.
+fallback and why, the cost dial's setting (a dial policy's), and where the time went.
 
 Time: ``overhead_s`` is the request's time beyond the Conductor's generation and the workers' critical
 path (the longest chain of step latencies through the access lists; steps that run side by side count
@@ -101,9 +101,11 @@ class ServedTrace:
     fallback: Optional[dict[str, Any]] = None
     conductor_s: float = 0.0
     workers_s: float = 0.0
+    cost_quality: Optional[int] = None  # the cost dial's setting the Conductor was given; None: no dial
 
     def json(self, usage: Usage, total_s: float) -> dict[str, Any]:
         return {"model": self.model, "workers_allowed": self.workers_allowed, "limits": self.limits,
+                "cost_quality": self.cost_quality,
                 "rounds": [r.json() for r in self.rounds], "fallback": self.fallback,
                 "usage": usage.breakdown(),
                 "timing": {"total_s": round(total_s, 4), "conductor_s": round(self.conductor_s, 4),
