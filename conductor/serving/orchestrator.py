@@ -1,5 +1,7 @@
 """One served request, end to end: the Conductor writes a workflow over the workers this request may use,
 the workflow is cut to the request's limits, the workers run it, and the last step's reply is the answer.
+The rounds are training's episode (conductor/episode.py ``EpisodeRunner``) with this request's hooks; this
+module adds the Conductor's turns, the fallback, the stream and the usage.
 
 Rules, in the order they apply:
 - Workers: the model's (``serve.models[].workers``), narrowed by ``conductor.workers``; asking for a worker
@@ -14,7 +16,8 @@ Rules, in the order they apply:
 - A question too long for the Conductor's context is not tokenized (a bound from its longest token
   says so at once) and goes to the fallback; one that no allowed worker takes either (each refuses it
   for its context length) is a 400 ``context_length_exceeded``, not a worker failure. A long question is
-  tokenized off the event loop, so it cannot stall other requests.
+  tokenized off the event loop, so it cannot stall other requests. A Conductor turn with no room leaves
+  no round: the fallback's reason, or a note on the round whose answer stands, says why.
 - The answer's sampling: the request's ``temperature``, ``top_p`` and ``seed`` and its token limit go to
   the step that writes the answer (or the fallback); its finish reason is the answer's (``length`` when
   that limit cut it).
