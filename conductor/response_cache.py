@@ -101,8 +101,9 @@ class CachedClient:
                 del self.inflight[key]
             done.set_result(None)
         self._keep(key, worker_id, model, result)
-        if len(self.pending) >= self.config.flush_every:
-            await asyncio.to_thread(self.flush)
+        if len(self.pending) >= self.config.flush_every:  # taken here, on the loop that appends; written off it
+            entries, self.pending = self.pending, []
+            self.pending[:0] = await asyncio.to_thread(self._write, entries)
         return result
 
     def _hit(self, answer: StoredAnswer, on_delta: Optional[DeltaSink]) -> ChatResult:
@@ -135,12 +136,17 @@ class CachedClient:
     def flush(self) -> None:
         """Write the answers not yet stored as one shard; on a storage failure they wait for the next flush."""
         entries, self.pending = self.pending, []
+        self.pending[:0] = self._write(entries)
+
+    def _write(self, entries: list[NewEntry]) -> list[NewEntry]:
+        """``entries`` as one shard; returns those not written."""
         try:
             self.store.append(self.provider, entries)
         except Exception as exc:  # the calls were answered: a cache that cannot write must not fail them
             log.warning("response cache: %d answers not written to %s yet (%s)", len(entries), self.config.path,
                         type(exc).__name__)
-            self.pending = entries + self.pending
+            return entries
+        return []
 
     def snapshot(self) -> dict[str, Any]:
         return dict(self.client.snapshot(), cache=dict(self.stats.as_dict(), mode=self.config.mode))

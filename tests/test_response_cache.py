@@ -243,6 +243,15 @@ async def _both(client):
         await client.close()
 
 
+def test_new_answers_are_written_every_flush_every_and_when_the_pool_closes(sim, tmp_path):
+    import pyarrow.parquet as pq
+
+    worker = sim.state.preset.workers[0].name
+    run(sim_pool(sim, tmp_path, flush_every=2), [(worker, ask(f"flush {i}")) for i in range(5)])
+    shards = sorted((tmp_path / "provider=sim").glob("*.parquet"))
+    assert [pq.read_metadata(shard).num_rows for shard in shards] == [2, 2, 1]
+
+
 def test_shards_round_trip_and_the_earliest_answer_wins(tmp_path):
     first, second = ResponseStore(str(tmp_path)), ResponseStore(str(tmp_path))
     answer = StoredAnswer("a", 1, 2, 0, 0.5, "stop")
