@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"Nothing already checkpointed is lost: rerun with --set train.resume=true")
         return 3
     except ReplayMiss as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(str(exc), style="red", markup=False)  # the request's text may hold [brackets]
         return 4
     return 0
 
