@@ -226,7 +226,8 @@ def run(config: Config, console: Console, command: str = "") -> dict:
         if not config.pool.workers:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
             preset = sim.state.preset
-            config = config.model_copy(update={"pool": simulated_pool_config(preset, sim.base_url)})
+            pool_config = simulated_pool_config(preset, sim.base_url).model_copy(update={"cache": config.pool.cache})
+            config = config.model_copy(update={"pool": pool_config})
         sampler = conductor_sampler(config, console, skip)
         outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
     if "oracle" in config.evaluate.methods:

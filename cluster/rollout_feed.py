@@ -4,7 +4,8 @@ Each request goes to the least-busy actor. A request whose actor died (or was re
 again, with the same batch id, after a short pause and preferably to another actor: the records get the
 same ids and the replay store keeps one copy, whichever attempt writes first. A request that fails
 ``max_attempts`` times, or fails inside the actor (a bug, an unreachable store), is given up and
-reported, so the driver can replace its groups instead of waiting for them forever.
+reported, so the driver can replace its groups instead of waiting for them forever; one that met a
+replay-only response cache without the answer (``ReplayMiss``) stops the run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Optional
 
 import ray
 
+from conductor.pool import ReplayMiss
 from conductor.rollout import RolloutReceipt, RolloutRequest, SamplingSettings
 from conductor.rollout_record import RolloutRecord
 from conductor.tasks.task import Task
@@ -72,7 +74,9 @@ class RolloutFeed:
             except ACTOR_GONE:
                 self._retry(request, attempt, index)
                 continue
-            except ray.exceptions.RayTaskError:
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(exc.cause, ReplayMiss):  # a replay that cannot go on: the run stops
+                    raise ReplayMiss(str(exc.cause)) from None
                 self._give_up(request)
                 continue
             if request.return_records:

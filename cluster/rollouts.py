@@ -85,12 +85,14 @@ def run(config: Config, console: Console) -> dict[str, float]:
     with contextlib.ExitStack() as stack:
         if not config.pool.workers:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
+            pool_config = simulated_pool_config(sim.state.preset, sim.base_url)
+            config = config.model_copy(update={"pool": pool_config.model_copy(update={"cache": config.pool.cache})})
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
         engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine),
                                 storage_options=config.output.storage_options, run_name=config.run_name)
         pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)  # held here: outlives rollout actors
+        stack.callback(pool.flush)  # the response cache's new answers (pool.cache)
         feed = RolloutFeed([RolloutActor.remote(config, model, engines, store_path, config.seed + i)
                             for i in range(config.rollout.actors)])
         requests = [RolloutRequest(f"rollouts-{uuid.uuid4().hex[:8]}-{i}",

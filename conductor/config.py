@@ -15,6 +15,7 @@ from conductor.config_section import Section
 from conductor.dataset_config import DatasetSpec as DatasetSpec
 from conductor.evaluation.registry import MethodName
 from conductor.judge_config import JudgeConfig, check_judge
+from conductor.response_cache_config import ResponseCacheConfig
 from conductor.rewards import RewardConfig as RewardConfig
 from conductor.serve_config import ServeConfig
 from conductor.sft_config import SftConfig as SftConfig
@@ -74,6 +75,7 @@ class PoolConfig(Section):
     judges: list[WorkerSpec] = Field(default_factory=list, description="workers called only as a judge "
                                      "(judge.worker), never shown to the Conductor")
     subset_size: Optional[int] = Field(default=None, ge=1, description="random pool subset per question")
+    cache: ResponseCacheConfig = Field(default_factory=ResponseCacheConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Optional, Protocol
 
 from conductor.config import VerifierConfig
+from conductor.pool import ReplayMiss
 from conductor.rewards import RewardConfig, reward
 from conductor.tasks.task import Task
 from conductor.verifiers import registry
@@ -189,6 +190,8 @@ class EpisodeScorer:
                 return judgement.verdict, judgement.usage
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self.threads, verify, task, answer, self.verifier), NO_JUDGE_CALLS
+        except ReplayMiss:  # the judge's call has no cached answer: the replay stops, no verdict is made up
+            raise
         except Exception as exc:  # whatever a verifier raises; its text may quote a URL or key: the type only
             log.warning("verifier %s raised %s on task %s", task.verifier, type(exc).__name__, task.id)
             return Verdict(False, infra_error=f"the {task.verifier} verifier raised {type(exc).__name__}"), \
