@@ -19,7 +19,8 @@ the pool actor's own counters (summary.json ``training_pool``, conductor/pool_ut
 - tokens a minute (usage) ÷ tpm; 429s from the server;
 - pool busy: the share of the span with a request out at the provider; waiting: with a call queued for
   the rate budget (close to 1: demand exceeded the limit all along);
-- steps/s over the same spans, and held-out accuracy at equal steps, against sync's.
+- steps/s over the same spans, and held-out accuracy at equal steps, against sync's;
+- the oldest group trained, in versions behind the learner (trained_groups.jsonl; the bound: k).
 
 Exits 1 when no mode reaches 0.9 of the rpm.
 """
@@ -27,6 +28,7 @@ Exits 1 when no mode reaches 0.9 of the rpm.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -53,7 +55,16 @@ def run_mode(k: int, args: argparse.Namespace, workdir: Path, warm_from: Path | 
     pool = result["summary"].get("training_pool", {}).get(PROVIDER)
     if not pool or not pool.get("seconds"):
         raise SystemExit(f"mode k={k}: summary.json has no training_pool figures for provider {PROVIDER!r}")
-    return dict(result, k=k, pool=pool)
+    lag = max_lag(result["run"])
+    if lag > k:
+        raise SystemExit(f"mode k={k}: a group {lag} versions old was trained (trained_groups.jsonl)")
+    return dict(result, k=k, pool=pool, max_lag=lag)
+
+
+def max_lag(run: Path) -> int:
+    """The most versions any trained group was behind the learner that trained it (the bound: k)."""
+    steps = [json.loads(line) for line in (run / "trained_groups.jsonl").read_text().splitlines()]
+    return max(step["learner_version"] - group["version"] for step in steps for group in step["groups"].values())
 
 
 def ratio(value: float | None) -> str:
@@ -69,14 +80,15 @@ def table(results: list[dict], args: argparse.Namespace) -> str:
              f"up to {args.concurrency} calls in flight. Over the training spans only, from the pool actor's "
              "counters.\n",
              "| mode | steps/s | requests/s | ÷ rpm | tokens/min | ÷ tpm | pool busy | waiting for the limit "
-             "| 429s | held-out accuracy | vs sync |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| 429s | oldest trained group | held-out accuracy | vs sync |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         pool, summary = r["pool"], r["summary"]
         label = "sync (k = 0)" if r["k"] == 0 else f"async k = {r['k']}"
         lines.append(f"| {label} | {summary['steps'] / pool['seconds']:.3f} | {pool['requests_per_s']:.2f} | "
                      f"{ratio(pool['rpm_ratio'])} | {pool['tokens_per_window']:.0f} | {ratio(pool['tpm_ratio'])} | "
                      f"{pool['busy']:.2f} | {pool['waiting']:.2f} | {pool['rate_limited']:.0f} | "
-                     f"{summary['heldout_accuracy']:.3f} | "
+                     f"{r['max_lag']} behind | {summary['heldout_accuracy']:.3f} | "
                      f"{summary['heldout_accuracy'] - base['summary']['heldout_accuracy']:+.3f} |")
     best = max(results, key=lambda r: r["pool"]["rpm_ratio"] or 0.0)
     verdict = "meets" if (best["pool"]["rpm_ratio"] or 0.0) >= BAR else "misses"

@@ -104,11 +104,11 @@ def test_provider_limit_bench_table_names_the_best_mode_against_the_bar():
     def result(k: int, rpm_ratio: float, accuracy: float) -> dict:
         pool = {"seconds": 100.0, "requests_per_s": 10 * rpm_ratio, "rpm_ratio": rpm_ratio, "tpm_ratio": None,
                 "tokens_per_window": 1000.0, "busy": 0.9, "waiting": 0.5, "rate_limited": 0.0}
-        return {"k": k, "pool": pool, "summary": {"steps": 50, "heldout_accuracy": accuracy}}
+        return {"k": k, "pool": pool, "max_lag": k, "summary": {"steps": 50, "heldout_accuracy": accuracy}}
 
     args = Namespace(steps=50, latency_scale=40.0, rpm=600, tpm=0, concurrency=128)
     text = table([result(0, 0.7, 0.70), result(2, 0.95, 0.68)], args)
     assert "| async k = 2 | 0.500 | 9.50 | 0.950 | 1000 | - |" in text
-    assert "-0.020 |" in text  # accuracy against sync's
+    assert "| 0 | 2 behind | 0.680 | -0.020 |" in text  # 429s, staleness, accuracy against sync's
     assert "Best: k = 2 at 0.950 of the rpm (meets the bar 0.9" in text
     assert "misses the bar" in table([result(0, 0.7, 0.7)], args)
