@@ -41,8 +41,10 @@ class BusyClock:
         if self.holders == 0:
             self.total += self.clock() - self.since
 
-    def seconds(self) -> float:
-        return self.total + (self.clock() - self.since if self.holders else 0.0)
+    def seconds(self, now: Optional[float] = None) -> float:
+        """Up to ``now`` (default: the clock's now): pass the time a snapshot is stamped with."""
+        now = self.clock() if now is None else now
+        return self.total + (now - self.since if self.holders else 0.0)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:

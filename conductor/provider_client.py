@@ -95,10 +95,10 @@ class ProviderClient:
 
     def snapshot(self) -> dict[str, Any]:
         """Counters for dashboards, tests and conductor/pool_utilisation.py (never the key)."""
-        limits = self.limits
+        limits, now = self.limits, time.monotonic()
         return dict(self.stats, cooldowns=limits.cooldowns, rpm=limits.rpm, configured_rpm=self.spec.rpm,
-                    tpm=self.spec.tpm, rate_window_s=self.spec.rate_window_s, clock_s=time.monotonic(),
-                    sending_s=limits.sending.seconds(), waiting_s=limits.waiting.seconds())
+                    tpm=self.spec.tpm, rate_window_s=self.spec.rate_window_s, clock_s=now,
+                    sending_s=limits.sending.seconds(now), waiting_s=limits.waiting.seconds(now))
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
