@@ -1,14 +1,17 @@
 """Training at the provider's limit: the toy run (`configs/train-toy.yaml`) against a simulated provider whose
 request limit, not this machine, sets the pace, under ``train.max_staleness`` k = 0 (sync), 1, 2 and 4.
 
-    .venv/bin/python bench/provider_limit.py [--steps 60] [--rpm 600] [--tpm 3000000] [--modes 0 1 2 4]
+    .venv/bin/python bench/provider_limit.py [--steps 60] [--rpm 300] [--tpm 3000000] [--modes 0 1 2 4]
 
 The provider: the simulator's toy workers at ``--latency-scale 40`` (~2 s a call, 5-95%: ~0.9-4.5 s, like a
 hosted model's), limited to ``--rpm`` requests and ``--tpm`` tokens per 60 s window on both sides: the pool
 spec the run calls it with (``simulator.client_rpm``/``client_tpm``: the client keeps under them) and the
 server (``simulator.rpm``: it answers 429 past it), with room for ``--concurrency`` calls in flight so that
-only the rate limits bind. At the default 600 requests a minute a step's ~100 worker calls take ~10 s of
-the limit, several times what the engine and learner need for a step on 2 cores.
+only the rate limits bind. A toy step makes ~56 worker calls (measured: 225 in 4 sync steps); at the
+default 300 requests a minute they take ~11 s of the limit, where the unlimited async run at this latency
+took ~4.3 s a step on 2 cores (BENCHMARKS.md `async_vs_sync`): the provider, not the machine, sets the pace.
+A call uses ~50 tokens but is charged prompt + max_tokens (4096) until its usage comes back, so the tpm
+must cover the calls in flight at that charge: tokens ÷ tpm stays small at any tpm that does not bind.
 
 Each mode is a full ``cluster.train`` run in a subprocess (its own Ray cluster), one after another, all
 from the first mode's SFT warm start. Reported per mode, over the GRPO loop's training spans only (the
@@ -101,7 +104,7 @@ def table(results: list[dict], args: argparse.Namespace) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--rpm", type=float, default=600.0, help="requests per 60 s, client and server")
+    parser.add_argument("--rpm", type=float, default=300.0, help="requests per 60 s, client and server")
     parser.add_argument("--tpm", type=float, default=3_000_000.0,
                         help="tokens per 60 s at the client (0: none); a call is charged prompt + max_tokens "
                              "(4096) until its usage comes back, so this must cover the calls in flight")
