@@ -52,6 +52,7 @@ from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.cost_dial import CARD_FILE, card_of, resolve_setting
 from conductor.pool import ReplayMiss
+from conductor.pool_utilisation import PoolMeter
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
@@ -93,7 +94,8 @@ class GrpoRecipe:
                            f"{len(self.splits.heldout)} held-out")
         if not config.pool.workers:
             sim = self.stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            pool = simulated_pool_config(sim.state.preset, sim.base_url).model_copy(update={"cache": config.pool.cache})
+            pool = simulated_pool_config(sim.state.preset, sim.base_url, **config.simulator.client_limits())
+            pool = pool.model_copy(update={"cache": config.pool.cache})
             config = self.config = config.model_copy(update={"pool": pool})
 
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
@@ -117,6 +119,7 @@ class GrpoRecipe:
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)
         self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
         self.cache = CacheMeter(self.pool, enabled=config.pool.cache.mode != "off")
+        self.pool_meter = PoolMeter(lambda: self.pool.stats(allow_unavailable=True))  # training's share of its work
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
@@ -178,6 +181,7 @@ class GrpoRecipe:
         segment_start = time.time()
         if config.train.val_before_train and state.step == 0 and not state.evals:
             self._validate()
+        self.pool_meter.resume()
         with report.progress_bar(self.console, config.train.steps, state.step) as progress:
             while state.step < config.train.steps:
                 stats = self.train_step()
@@ -194,9 +198,12 @@ class GrpoRecipe:
                     self._roll_back()
                     continue
                 if state.step % config.train.eval_every == 0 or state.step == config.train.steps:
+                    self.pool_meter.pause()
                     self._validate()
+                    self.pool_meter.resume()
                 if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
                     self._checkpoint(f"step-{state.step}")
+        self.pool_meter.pause()
         state.wall_seconds += time.time() - segment_start
         if self.checkpoints.latest() != f"step-{state.step}":
             self._checkpoint(f"step-{state.step}")
@@ -368,7 +375,7 @@ class GrpoRecipe:
                                      policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
                                      chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
                                      wall_seconds=time.time() - self.started, store=self.store_path,
-                                     **self.cache.summary())
+                                     training_pool=self.pool_meter.report(), **self.cache.summary())
         publish_trained(self.out)
         report.write_summary(self.out, summary)
         self.console.print(report.results_table(summary))

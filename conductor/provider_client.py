@@ -94,8 +94,11 @@ class ProviderClient:
                       "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
 
     def snapshot(self) -> dict[str, Any]:
-        """Counters for dashboards and tests (never the key)."""
-        return dict(self.stats, cooldowns=self.limits.cooldowns, rpm=self.limits.rpm)
+        """Counters for dashboards, tests and conductor/pool_utilisation.py (never the key)."""
+        limits, now = self.limits, time.monotonic()
+        return dict(self.stats, cooldowns=limits.cooldowns, rpm=limits.rpm, configured_rpm=self.spec.rpm,
+                    tpm=self.spec.tpm, rate_window_s=self.spec.rate_window_s, clock_s=now,
+                    sending_s=limits.sending.seconds(now), waiting_s=limits.waiting.seconds(now))
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text

@@ -74,6 +74,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Optional
 
 from conductor.config import ProviderSpec
+from conductor.pool_utilisation import BusyClock
 
 SEND_MARGIN_S, SEND_MARGIN_SHARE = 0.5, 0.02
 TOKEN_BURST_FRACTION = 20
@@ -209,6 +210,8 @@ class ProviderLimits:
         self.limit_changed_at = 0.0
         self.outcomes: collections.deque[tuple[float, bool]] = collections.deque()  # (time, failed)
         self.cooldowns = 0
+        self.waiting = BusyClock()  # a call queued for a slot or the budget (conductor/pool_utilisation.py)
+        self.sending = BusyClock()  # a request out at the provider
 
     @property
     def request_limit(self) -> Optional[int]:
@@ -253,25 +256,28 @@ class ProviderLimits:
         Calls wait for the budget in arrival order (one at a time through ``gate``), and the budget is checked
         and taken with no await in between, right before the caller sends. After a 429 a call also holds the
         probe lock for its whole attempt, so only one request is out until one succeeds."""
-        await self._acquire(self.in_flight, deadline, "no free slot at provider {id} before the deadline")
+        with self.waiting.held():
+            await self._acquire(self.in_flight, deadline, "no free slot at provider {id} before the deadline")
         probe_held = False
         try:
-            while True:
-                if self.probing and not probe_held:
-                    await self._acquire(self.probe, deadline, "provider {id} is still rate limiting")
-                    probe_held = True
-                await self._acquire(self.gate, deadline, "rate budget of provider {id} busy until the deadline")
-                try:
-                    permit = await self._admit_when_allowed(token_charge, deadline, probe_held)
-                finally:
-                    self.gate.release()
-                if permit is not None:
-                    break
+            with self.waiting.held():
+                while True:
+                    if self.probing and not probe_held:
+                        await self._acquire(self.probe, deadline, "provider {id} is still rate limiting")
+                        probe_held = True
+                    await self._acquire(self.gate, deadline, "rate budget of provider {id} busy until the deadline")
+                    try:
+                        permit = await self._admit_when_allowed(token_charge, deadline, probe_held)
+                    finally:
+                        self.gate.release()
+                    if permit is not None:
+                        break
             if probe_held and not self.probing:  # a probe got through while this call queued for the lock
                 self.probe.release()
                 probe_held = False
             try:
-                yield permit
+                with self.sending.held():
+                    yield permit
             finally:
                 permit.release()
         finally:

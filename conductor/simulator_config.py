@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from pydantic import Field, field_validator, model_validator
 
@@ -40,6 +40,11 @@ class SimulatorConfig(Section):
                                               "this long (load tests); unscaled, no spread")
     client_max_concurrency: int = Field(default=32, ge=1, le=4096, description="calls in flight to the simulated "
                                         "provider from one pool (its pool.providers[].max_concurrency)")
+    client_rpm: Optional[float] = Field(default=None, gt=0, description="the simulated provider's rpm in the pool "
+                                        "spec a training run calls it with (pool.providers[].rpm), per "
+                                        "rate_window_s; null: no client-side limit")
+    client_tpm: Optional[float] = Field(default=None, gt=0, description="its tpm (pool.providers[].tpm), per "
+                                        "rate_window_s; null: none")
     first_token_share: float = Field(default=0.3, ge=0, le=1, description="a streamed reply's share of the "
                                      "latency before its first chunk; the rest is spread between chunks")
     rpm: Optional[int] = Field(default=None, ge=1, description="server-side limit per rate window, all workers")
@@ -68,6 +73,11 @@ class SimulatorConfig(Section):
     toy_items_per_domain: int = Field(default=600, ge=10)
     mmlu_items: int = Field(default=600, ge=10, description="MMLU-STEM rows the paper-7 preset knows (its "
                             "MMLU entry's limit: \"{mmlu_items}\")")
+
+    def client_limits(self) -> dict[str, Any]:
+        """The simulated provider's limits in a pool spec (``simulated_pool_config``'s keywords)."""
+        return {"max_concurrency": self.client_max_concurrency, "rpm": self.client_rpm, "tpm": self.client_tpm,
+                "rate_window_s": self.rate_window_s}
 
     @field_validator("preset")
     @classmethod

@@ -53,6 +53,8 @@ def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, toy_warm_st
     run = tmp_path / "runs" / "async"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 5 and summary["max_staleness"] == 1
+    pool = summary["training_pool"]["sim"]  # the pool actor's counters over the training spans
+    assert pool["seconds"] > 0 and pool["attempts"] >= 0 and 0 <= pool["busy"] <= 1 and pool["rpm_ratio"] is None
     steps = trained_groups(run)
     assert [step["step"] for step in steps] == [1, 2, 3, 4, 5]
     lags = [step["learner_version"] - group["version"] for step in steps for group in step["groups"].values()]
