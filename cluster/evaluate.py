@@ -51,6 +51,7 @@ from conductor.roster import Roster
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
+from conductor.simulator_config import SIMULATED_PROVIDER_ID
 from conductor.tasks import Task, load_tasks
 from conductor.tasks.splits import configured_splits
 from conductor.verifiers.judge import bind_judge
@@ -231,7 +232,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
     table = summarise(outcomes)
     domains = sorted({t.domain for t in tasks})
     print_table(console, table, domains)
-    simulated = not config.pool.workers or config.pool.providers[0].id == "sim"
+    simulated = not config.pool.workers or config.pool.providers[0].id == SIMULATED_PROVIDER_ID
     meta = {"title": config.evaluate.title, "command": command, "questions": len(tasks),
             "repeats": config.evaluate.repeats, "split": config.evaluate.split, "seed": config.seed,
             "workers": [w.id for w in config.pool.workers], **judge_meta(config, outcomes),

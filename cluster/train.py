@@ -36,6 +36,7 @@ from cluster.group_collector import GroupCollector
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
+from cluster.run_spend import RunSpend
 from cluster.step_stats import StalenessStats, StepStats
 from cluster.train_state import (
     Checkpoints,
@@ -68,6 +69,7 @@ class GrpoRecipe:
         self.started = time.time()
         self.restore_tag: str | None = None  # what a rebuilt learner loads (default: the newest checkpoint)
         self.reissued_counted = 0            # re-issued rollout requests already added to state.faults
+        self.stopped = None                  # the spend cap's BudgetStop, when it ended the loop early
 
     # -- setup ------------------------------------------------------------------------------------------
 
@@ -83,6 +85,7 @@ class GrpoRecipe:
         self.console.print(f"outputs: {self.out.url}")
         if not config.train.resume:
             archive_previous_run(self.out, self.console)
+        self.spend = RunSpend(config, self.out)
         self.splits = configured_splits(tasks_for(config), config.train)
         self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
                            f"{len(self.splits.heldout)} held-out")
@@ -94,7 +97,8 @@ class GrpoRecipe:
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
         self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
         tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
-        self.baselines = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
+        self.baselines, baseline_spend = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
+        self.spend.add(baseline_spend)
         figures = report.baseline_summary(self.baselines)
         self.console.print(f"held-out baselines: best single {figures['best_single_accuracy']:.3f}, "
                            f"random router {figures['random_router_accuracy']:.3f}")
@@ -110,6 +114,7 @@ class GrpoRecipe:
                                      storage_options=config.output.storage_options, run_name=config.run_name)
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)
+        self.spend.attach(self.pool, val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
@@ -173,10 +178,14 @@ class GrpoRecipe:
             self._validate()
         with report.progress_bar(self.console, config.train.steps, state.step) as progress:
             while state.step < config.train.steps:
+                self.stopped = self.spend.stop_before_next(state)
+                if self.stopped:
+                    self.console.print(f"[yellow]{self.stopped.line()}[/]")
+                    break
                 stats = self.train_step()
                 if stats is None:
                     continue  # the learner group was rebuilt mid-step; the step's groups were dropped
-                row = stats.row()
+                row = dict(stats.row(), **self.spend.step_row(state))
                 state.history.append(row)
                 self.console.print(report.log_line(row))
                 progress.update(state.step, f"reward {row['mean_reward']:.2f} best {max(state.best_val, 0):.2f}")
@@ -284,9 +293,9 @@ class GrpoRecipe:
 
     def _validate(self) -> None:
         state = self.state
-        with self.metrics.phase("eval"):
+        with self.metrics.phase("eval"), self.spend.validation() as cost:
             result = self.evaluate(list(self.splits.val))
-        state.evals.append(best.validation_row(state.step, result))
+        state.evals.append(dict(best.validation_row(state.step, result), **self.spend.validation_row(cost)))
         self.metrics.update({"val_accuracy": result.accuracy})
         score = best.validation_score(result, self.config.train)
         better = score > state.best_val
@@ -355,7 +364,8 @@ class GrpoRecipe:
         summary = report.run_summary(self.config, self.state, heldout, self.splits.heldout, self.baselines, self.out,
                                      policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
                                      chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
-                                     wall_seconds=time.time() - self.started, store=self.store_path)
+                                     wall_seconds=time.time() - self.started, store=self.store_path,
+                                     **self.spend.summary(state, self.stopped))
         publish_trained(self.out)
         report.write_summary(self.out, summary)
         self.console.print(report.results_table(summary))
