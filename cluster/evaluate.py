@@ -35,6 +35,7 @@ from conductor.config_loader import config_from_cli
 from conductor.episode import EpisodeRunner
 from conductor.evaluation import domain_table
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
+from conductor.evaluation.cost_estimate import estimate
 from conductor.evaluation.earlier_outcomes import earlier_outcomes
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext
@@ -135,6 +136,7 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
         reused = reused_conductor_kinds(config, skip)
         names = [n for n in config.evaluate.methods if n not in reused]  # read, so no policy is needed
         methods = [m for m in build_methods(names, context) if m.name not in skip]
+        print_expected_cost(config, console, [m.name for m in methods], tasks, train)
         total = len(methods) * len(tasks) * config.evaluate.repeats
         columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[last]}"))
@@ -155,6 +157,17 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
             return await harness.run(methods, tasks, config.evaluate.repeats, on_done, on_prepare)
     finally:
         await pool.close()
+
+
+def print_expected_cost(config: Config, console: Console, methods: Sequence[str], tasks: Sequence[Task],
+                        train: Sequence[Task]) -> None:
+    """Before any call, where the pool bills: what the evaluation should cost (conductor/evaluation/
+    cost_estimate.py says how rough). A simulated or loopback provider (the simulator, a local server) is free."""
+    from actors.worker_pool import is_loopback
+
+    paid = {p.id for p in config.pool.providers if not is_loopback(p.base_url)}
+    if any(w.provider in paid and (w.price_in_per_m or w.price_out_per_m) for w in config.pool.workers):
+        console.print(estimate(config, methods, tasks, train).line())
 
 
 def print_table(console: Console, table: dict, domains: list[str]) -> None:
