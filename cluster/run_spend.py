@@ -16,6 +16,8 @@ from conductor.run_output import RunOutput
 from conductor.spend_cap import BudgetStop, budget_stop
 from conductor.spend_meter import ByProvider, SpendMeter, add, read_ledger, write_ledger
 
+COUNTER_TIMEOUT_S = 30.0
+
 
 def minus(after: ByProvider, before: ByProvider) -> ByProvider:
     return {provider: usd - before.get(provider, 0.0) for provider, usd in after.items()}
@@ -46,9 +48,21 @@ class RunSpend:
         self.mark = self.read()
 
     def read(self) -> ByProvider:
-        spent = self.meter.read({provider: stats["cost_usd"] for provider, stats in self.pool.stats().items()})
+        spent = self.meter.read(self.counters())
         write_ledger(self.out, spent)
         return spent
+
+    def counters(self) -> ByProvider:
+        """Each pool actor's cost counter; one that is restarting (a fault, or the chaos monkey) is read the
+        next time instead, so that the meter never waits on it or fails with it."""
+        import ray
+
+        readings = {}
+        for provider, actor in self.pool.actors.items():
+            with contextlib.suppress(ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                                     ray.exceptions.GetTimeoutError):
+                readings[provider] = ray.get(actor.stats.remote(), timeout=COUNTER_TIMEOUT_S)["cost_usd"]
+        return readings
 
     @contextlib.contextmanager
     def validation(self) -> Iterator[ByProvider]:

@@ -102,9 +102,6 @@ class Forecast:
         """The step row's (and dashboard's) forecast figures."""
         return {"forecast_usd": self.mid, "forecast_low_usd": self.low, "forecast_high_usd": self.high}
 
-    def line(self) -> str:
-        return f"cost forecast ${self.mid:.4f} (${self.low:.4f}-${self.high:.4f}), spent ${self.spent:.4f}"
-
 
 def forecast(spent: float, history: CostHistory, done: int, shape: RunShape) -> Optional[Forecast]:
     """The run's total cost after ``done`` steps (formula in the module docstring); None before MIN_STEPS."""
