@@ -1,15 +1,18 @@
 """`cluster.train` in asynchronous mode, end to end in a subprocess (real vLLM, Ray, DeepSpeed, simulator):
-the staleness bound on every trained record, and a run that heals itself while a chaos monkey kills a
-rollout actor, an engine and a learner rank under 20% injected worker faults."""
+the staleness bound on every trained record, a spend cap that stops a resumed run before it and a raised
+one that lets it finish, and a run that heals itself while a chaos monkey kills a rollout actor, an engine
+and a learner rank under 20% injected worker faults."""
 
 import collections
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
 
 from conductor.replay_store import ReplayStore
+from conductor.spend_cap import HEADROOM
 from tests.support.toy_warm_start import TOY_WARM_START
 from tests.support.train_cli import run_train
 
@@ -62,6 +65,48 @@ def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, toy_warm_st
     check_exactly_once(run, steps)
     logged = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("step ")]
     assert logged == ["1", "2", "3", "4", "5"]
+    resume_under_a_spend_cap(tmp_path, run, done.stdout)
+
+
+def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
+    """The 5-step run, metered and forecast, resumed to 7 steps under a cap that fits step 6 and the held-out
+    evaluation with the stop rule's headroom (conductor/spend_cap.py: the async projection counts the k = 1
+    step admitted beside) but not step 7 and its validation: it stops before step 7 within the cap,
+    checkpointed and summarised; resumed again with a raised cap it trains step 7 and finishes, the spend
+    carried over both resumes and every group still trained exactly once."""
+    uncapped = json.loads((run / "summary.json").read_text())
+    state = json.loads((run / "checkpoints" / "step-5" / "trainer_state.json").read_text())
+    assert uncapped["stopped"] is None and uncapped["budget_usd"] is None
+    assert uncapped["spent_usd"] == pytest.approx(sum(uncapped["segment_spend_usd"].values()))
+    assert all(phase > 0 for phase in uncapped["segment_spend_usd"].values()), uncapped["segment_spend_usd"]
+    assert [forecast["step"] for forecast in uncapped["cost_forecasts"]] == [2, 3, 4, 5]  # from the second step
+    assert f"spent ${state['history'][-1]['spent_usd']:.4f}" in log and "forecast $" in log
+
+    steps = [row["step_cost_usd"] for row in state["history"]]
+    heldout = state["evals"][-1]["val_cost_usd"]  # the rule's estimate: 6 validation questions, 6 held-out
+    cap = (uncapped["spent_usd"] + uncapped["segment_spend_usd"]["baselines"]
+           + HEADROOM * (2 * max(steps) + heldout) + 0.5 * statistics.fmean(steps))
+    common = ["run_name=async", "train.steps=7", "train.eval_every=5", "learner.checkpoint_every=5",
+              "train.resume=true"]
+    stopped = train(tmp_path, *common, f"budget.max_usd={cap}")
+    assert stopped.returncode == 0, stopped.stdout[-2000:] + stopped.stderr[-3000:]
+    assert "resumed from step-5" in stopped.stdout
+    assert stopped.stdout.count("budget: stopped before step 7: the run has spent $") == 1
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stopped"] == "budget" and summary["stopped_before_step"] == 7 and summary["steps"] == 6
+    assert uncapped["spent_usd"] < summary["spent_usd"] <= cap  # carried over, and within the cap
+    assert json.loads((run / "checkpoints" / "latest.json").read_text())["tag"] == "step-6"
+    assert isinstance(summary["heldout_accuracy"], float)
+
+    finished = train(tmp_path, *common, f"budget.max_usd={10 * cap}")
+    assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-3000:]
+    assert "resumed from step-6" in finished.stdout and "budget: stopped" not in finished.stdout
+    final = json.loads((run / "summary.json").read_text())
+    assert final["stopped"] is None and final["steps"] == 7
+    assert final["spent_usd"] == pytest.approx(summary["spent_usd"] + sum(final["segment_spend_usd"].values()))
+    steps = trained_groups(run)
+    assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 6, 7]
+    check_exactly_once(run, steps)
 
 
 def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_path, toy_warm_start):

@@ -1,20 +1,16 @@
 """`cluster.train` end to end in a subprocess (it owns its Ray cluster): SFT warm start, GRPO steps on the
 simulated toy pool through vLLM, DeepSpeed and the weight sync, validation, held-out evaluation, the
 saved outputs; a run whose format floor no policy meets rolls back and stops, and learns what the first
-run learned until the floor acts; the first run resumed under a spend cap stops before it, and resumed
-again with a raised cap finishes. Resume on a cluster: tests/test_cluster_job.py."""
+run learned until the floor acts. Resume: tests/test_cluster_job.py; under a spend cap: tests/test_train_async.py."""
 
 import json
 import random
 import re
-import shutil
-import statistics
 from pathlib import Path
 
 import pytest
 
 from conductor.replay_store import ReplayStore
-from conductor.spend_cap import HEADROOM
 from tests.support.train_cli import run_train
 
 pytestmark = pytest.mark.slow
@@ -160,42 +156,3 @@ def test_a_collapsed_format_rolls_back_then_stops_with_advice_and_repeats_the_ru
     assert "sampled format rate collapsed 4 times" in result.stderr
     before = learning(first[0] / "runs" / "t", "step-2")  # steps 1 and 2, the validations at 0 and 2
     assert len(before) == 4 and learning(tmp_path / "runs" / "t", "step-2") == before
-
-
-def test_a_run_over_its_budget_stops_before_it_and_resumes_with_a_raised_budget(first, tmp_path):
-    """The shared 4-step run, metered and forecast, resumed to 6 steps under a cap that fits step 5 and the
-    held-out evaluation with the stop rule's headroom (conductor/spend_cap.py) but not step 6 and its
-    validation: it stops before step 6 within the cap, checkpointed and summarised; resumed again with a
-    raised cap it trains step 6 and finishes, the spend carried over both resumes."""
-    run = tmp_path / "runs" / "t"
-    shutil.copytree(first[0] / "runs" / "t", run)
-    uncapped = json.loads((run / "summary.json").read_text())
-    state = json.loads((run / "checkpoints" / "step-4" / "trainer_state.json").read_text())
-    assert uncapped["stopped"] is None and uncapped["budget_usd"] is None
-    assert uncapped["spent_usd"] == pytest.approx(sum(uncapped["segment_spend_usd"].values()))
-    assert all(phase > 0 for phase in uncapped["segment_spend_usd"].values())
-    assert [forecast["step"] for forecast in uncapped["cost_forecasts"]] == [2, 3, 4]  # from the second step on
-    assert f"spent ${state['history'][-1]['spent_usd']:.4f}" in first[1].stdout and "forecast $" in first[1].stdout
-
-    steps = [row["step_cost_usd"] for row in state["history"]]
-    heldout = state["evals"][-1]["val_cost_usd"] / 6 * 9  # the last validation's 6 questions, priced for 9
-    cap = (uncapped["spent_usd"] + uncapped["segment_spend_usd"]["baselines"] + HEADROOM * (max(steps) + heldout)
-           + 0.5 * statistics.fmean(steps))
-    stopped = train(tmp_path, *FIRST, "train.steps=6", "train.resume=true", f"budget.max_usd={cap}")
-    assert stopped.returncode == 0, stopped.stderr[-3000:]
-    assert "resumed from step-4" in stopped.stdout
-    assert stopped.stdout.count("budget: stopped before step 6: the run has spent $") == 1
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["stopped"] == "budget" and summary["stopped_before_step"] == 6 and summary["steps"] == 5
-    assert uncapped["spent_usd"] < summary["spent_usd"] <= cap  # carried over, and within the cap
-    assert json.loads((run / "checkpoints" / "latest.json").read_text())["tag"] == "step-5"
-    assert isinstance(summary["heldout_accuracy"], float)
-
-    finished = train(tmp_path, *FIRST, "train.steps=6", "train.resume=true", f"budget.max_usd={10 * cap}")
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    assert "resumed from step-5" in finished.stdout and "budget: stopped" not in finished.stdout
-    final = json.loads((run / "summary.json").read_text())
-    assert final["stopped"] is None and final["steps"] == 6
-    assert final["spent_usd"] == pytest.approx(summary["spent_usd"] + sum(final["segment_spend_usd"].values()))
-    assert [json.loads(line)["step"] for line in (run / "trained_groups.jsonl").read_text().splitlines()] == [
-        1, 2, 3, 4, 5, 6]
