@@ -49,6 +49,7 @@ def check_exactly_once(run: Path, steps: list[dict]) -> None:
     assert all(stored[rid] == 1 for rid in trained), "a trained rollout is missing from, or doubled in, the store"
 
 
+@pytest.mark.timeout(1500)  # three segments of the run: 5 steps, then resumed under a cap, then to the end
 def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, toy_warm_start):
     done = train(tmp_path, "run_name=async", "train.steps=5", "train.eval_every=5", "learner.checkpoint_every=5",
                  warm=toy_warm_start)
