@@ -2,7 +2,7 @@
 have prices, its forecast after 10% (and 25%, 50%) of the steps against what it spent in the end.
 
     .venv/bin/python bench/cost_forecast.py [--steps 100] [--config configs/train-toy.yaml] [--set key=value ...]
-    .venv/bin/python bench/cost_forecast.py --quick --no-write      # a few-minute check that it runs
+    .venv/bin/python bench/cost_forecast.py --quick --no-write      # a check that it runs (4 small steps)
 
 The run is ``cluster.train`` in a subprocess (its own Ray cluster). The forecast is the one the run logs at
 every step (conductor/cost_forecast.py: spent so far plus the recent per-step mean times the steps left, the
@@ -25,9 +25,11 @@ sys.path.insert(0, str(REPO))
 from bench.pool_rate import write_section  # noqa: E402
 from bench.train_run import train_run  # noqa: E402
 
-QUICK = ["sft.steps=30", "simulator.toy_items_per_domain=10", "train.val_questions=6", "train.heldout_questions=9",
-         "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2", "learner.micro_batch_size=4",
-         "train.format_floor=0", "train.plot=false"]
+# the slow tests' toy warm start (tests/support/toy_warm_start.py: long enough that workflows parse, so
+# workers are called and paid), then 4 small steps
+QUICK = ["sft.steps=120", "simulator.toy_items_per_domain=10", "train.val_questions=6", "train.heldout_questions=6",
+         "rollout.temperature=0.5", "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
+         "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false"]
 FRACTIONS = (0.1, 0.25, 0.5)
 
 
@@ -61,13 +63,15 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help=f"a tiny run: {' '.join(QUICK)}, 4 steps")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="more config overrides")
+    parser.add_argument("--warm-from", type=Path, help="an earlier run's sft/ directory to start from (same "
+                        "config and overrides), skipping the SFT warm start")
     parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
     args = parser.parse_args()
     steps = 4 if args.quick else args.steps
     workdir = REPO / ".scratch" / "bench-cost-forecast"
     workdir.mkdir(parents=True, exist_ok=True)
     overrides = [*(QUICK if args.quick else []), f"train.steps={steps}", *args.overrides]
-    result = train_run("bench-cost-forecast", overrides, workdir, config=args.config)
+    result = train_run("bench-cost-forecast", overrides, workdir, config=args.config, warm_from=args.warm_from)
     body = table(result["summary"], steps, args.config)
     print(body)
     if not args.no_write:
