@@ -38,9 +38,13 @@ def forecast_at(forecasts: list[dict], step: int) -> dict | None:
     return next((f for f in forecasts if f["step"] >= step), None)
 
 
+def usd(amount: float) -> str:
+    return f"${amount:.6f}"
+
+
 def table(summary: dict, steps: int, config: str) -> str:
     final = summary["spent_usd"]
-    lines = [f"`{config}`, {steps} GRPO steps, simulated pool. Final cost: ${final:.4f} (summary.json "
+    lines = [f"`{config}`, {steps} GRPO steps, simulated pool. Final cost: {usd(final)} (summary.json "
              "`spent_usd`). The forecast is the run's own log line at that step.\n",
              "| after | step | forecast (low - high) | forecast / final | final in range |", "|---|---|---|---|---|"]
     for fraction in FRACTIONS:
@@ -49,11 +53,11 @@ def table(summary: dict, steps: int, config: str) -> str:
             lines.append(f"| {fraction:.0%} | - | no forecast yet | - | - |")
             continue
         inside = "yes" if f["low"] <= final <= f["high"] else "no"
-        lines.append(f"| {fraction:.0%} | {f['step']} | ${f['mid']:.4f} (${f['low']:.4f} - ${f['high']:.4f}) | "
+        lines.append(f"| {fraction:.0%} | {f['step']} | {usd(f['mid'])} ({usd(f['low'])} - {usd(f['high'])}) | "
                      f"{f['mid'] / final:.3f} | {inside} |")
     phases = summary["segment_spend_usd"]
-    lines.append("\nWhere the money went: " + ", ".join(f"{name.replace('_', ' ')} ${usd:.4f}"
-                                                       for name, usd in phases.items()) + ".")
+    lines.append("\nWhere the money went: " + ", ".join(f"{name.replace('_', ' ')} {usd(amount)}"
+                                                       for name, amount in phases.items()) + ".")
     return "\n".join(lines)
 
 
