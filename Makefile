@@ -16,7 +16,7 @@ export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: train eval results-paper7 results-smollm2 results-unseen serve demo test test-fast venv clean
+.PHONY: train eval results-paper7 results-smollm2 results-unseen results-cost-dial serve demo test test-fast venv clean
 
 venv: $(STAMP)
 
@@ -118,6 +118,17 @@ results-unseen: $(STAMP)
 		-e 's#^Made by:$$#Made by `make results-unseen` (the baselines once, then the Conductor); its last command:#' \
 		docs/results/unseen-types/report.md > docs/results/unseen-types.md
 	rm docs/results/unseen-types/report.json docs/results/unseen-types/report.md docs/results/unseen-types/outcomes.parquet
+
+# docs/results/cost-dial.{md,json} (+ docs/results/cost-dial/): one Conductor trained with a cost dial
+# (reward.cost_weight_range [0, 20], a weight drawn per question and stated in its prompt) against three trained at
+# the fixed weights of cheap (cost_quality 0: 20 per $), balanced (5: 10 per $) and best (10: free), each scored on
+# paper-7's held-out split at that setting (bench/cost_dial.py: four training runs of configs/train-paper7.yaml,
+# ~16 min each here, then six evaluations into one report with the baselines on its accuracy-cost figure).
+results-cost-dial: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate --config configs/train-paper7.yaml \
+		--set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
+	$(PY) -m bench.cost_dial --baselines runs/eval-paper7-baselines/outcomes.parquet
 
 # The toy Conductor of `make train` behind the OpenAI-compatible endpoint (needs CONDUCTOR_API_KEYS).
 serve: $(STAMP)

@@ -8,6 +8,11 @@ plain data and are raised again here as ``WorkerCallError``. A pool actor that d
 predecessor sent. Past the deadline (or past its restarts) a call becomes
 ``WorkerCallError(kind="actor_unavailable")``: an infrastructure error, never a wrong answer.
 
+With ``pool.cache`` on, the actor's calls go through the response cache (conductor/response_cache.py): as
+the one actor of its provider it counts the run's identical requests, and it writes its new answers as
+shards of its own (``flush`` at the end of a run). A replay-only miss crosses as data too and is raised
+again here as ``ReplayMiss``, which stops the run.
+
 Pool actors ask for no CPU, and Ray places an actor that asks for nothing on a random node. A provider
 on a loopback address (the simulator the driver serves on 127.0.0.1) is reachable only from the node
 that serves it, so its actor is pinned to the node of the process that creates it (the driver).
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -27,9 +33,12 @@ import ray
 
 from conductor.config import PoolConfig, ProviderSpec, WorkerSpec
 from conductor.metrics import Families
-from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
+from conductor.pool import ChatResult, DeltaSink, Messages, ReplayMiss, WorkerCallError
 from conductor.provider_client import ProviderClient
+from conductor.response_cache import CachedClient, with_cache
+from conductor.response_cache_config import ResponseCacheConfig
 
+log = logging.getLogger(__name__)
 ACTOR_PREFIX = "conductor-worker-pool"
 RESTART_POLL_S = 0.5
 
@@ -37,10 +46,11 @@ RESTART_POLL_S = 0.5
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class WorkerPoolActor:
     def __init__(self, provider: ProviderSpec, workers: list[WorkerSpec], seed: Optional[int] = None,
-                 run_name: str = ""):
+                 run_name: str = "", cache: Optional[ResponseCacheConfig] = None):
         restarted = ray.get_runtime_context().was_current_actor_reconstructed
         self.client = ProviderClient(provider, workers, seed=seed, recent_sends_unknown=restarted)
-        self.config = (provider, sorted(workers, key=lambda w: w.id))
+        self.calls = with_cache(self.client, cache or ResponseCacheConfig())
+        self.config = (provider, sorted(workers, key=lambda w: w.id), cache or ResponseCacheConfig())
         self.metrics = Families("conductor_pool", run=run_name, provider=provider.id)
         self.rate_limited = 0
 
@@ -64,7 +74,10 @@ class WorkerPoolActor:
     async def _call(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
                     on_delta: Optional[DeltaSink] = None) -> dict[str, Any]:
         try:
-            result = await self.client.chat(worker_id, messages, params, on_delta)
+            result = await self.calls.chat(worker_id, messages, params, on_delta)
+        except ReplayMiss as exc:
+            self.metrics.inc("conductor_pool_cache_lookups_total", worker=worker_id, outcome="miss")
+            return {"replay_miss": str(exc)}
         except WorkerCallError as exc:
             self.metrics.inc("conductor_pool_calls_total", worker=worker_id, outcome=exc.kind)
             self.metrics.inc("conductor_pool_retries_total", exc.retries, worker=worker_id)
@@ -72,6 +85,12 @@ class WorkerPoolActor:
             return {"error": {"worker_id": exc.worker_id, "kind": exc.kind, "message": exc.message,
                               "retries": exc.retries}}
         self.metrics.inc("conductor_pool_calls_total", worker=worker_id, outcome="ok")
+        if isinstance(self.calls, CachedClient):
+            outcome = "hit" if result.cached else "miss"
+            self.metrics.inc("conductor_pool_cache_lookups_total", worker=worker_id, outcome=outcome)
+        if result.cached:  # nothing spent: the tokens and cost it had are the cache's stats
+            self._provider_state()
+            return {"result": result}
         self.metrics.inc("conductor_pool_tokens_total", result.prompt_tokens, worker=worker_id, kind="prompt")
         self.metrics.inc("conductor_pool_tokens_total", result.completion_tokens, worker=worker_id, kind="completion")
         self.metrics.inc("conductor_pool_cost_usd_total", result.cost_usd, worker=worker_id)
@@ -90,9 +109,14 @@ class WorkerPoolActor:
             self.metrics.set("conductor_pool_rpm_limit", limits.rpm)
 
     def stats(self) -> dict[str, Any]:
-        return self.client.snapshot()
+        return self.calls.snapshot()
 
-    def spec(self) -> tuple[ProviderSpec, list[WorkerSpec]]:
+    def flush(self) -> None:
+        """The response cache's new answers written now (the end of a run)."""
+        if isinstance(self.calls, CachedClient):
+            self.calls.flush()
+
+    def spec(self) -> tuple[ProviderSpec, list[WorkerSpec], ResponseCacheConfig]:
         return self.config
 
     def pid(self) -> int:
@@ -133,17 +157,19 @@ class RayPool:
         routes = config.routes()
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
         self.deadlines = {spec.id: spec.deadline_s for spec in config.providers}
+        self.caching = config.cache.mode != "off"
         self.actors = {}
         for spec in config.providers:
             workers = routes[spec.id]
             where = placement_options(spec, lambda: ray.get_runtime_context().get_node_id())
             lifetime = {"lifetime": "detached"} if detached else {}
             actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True,
-                                            **where, **lifetime).remote(spec, workers, seed, run_name)
+                                            **where, **lifetime).remote(spec, workers, seed, run_name, config.cache)
             running = ray.get(actor.spec.remote())
-            if running != (spec, sorted(workers, key=lambda w: w.id)):
+            if running != (spec, sorted(workers, key=lambda w: w.id), config.cache):
                 raise ValueError(f"a WorkerPool actor for provider {spec.id!r} already runs in this Ray namespace "
-                                 f"with a different provider or worker config; stop it or use another namespace")
+                                 f"with a different provider or worker config (or pool.cache); stop it or use "
+                                 f"another namespace")
             self.actors[spec.id] = actor
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
@@ -177,8 +203,21 @@ class RayPool:
                 await asyncio.sleep(RESTART_POLL_S)
         if "error" in outcome:
             raise WorkerCallError(**outcome["error"])
+        if "replay_miss" in outcome:
+            raise ReplayMiss(outcome["replay_miss"])
         return outcome["result"]
 
     def stats(self) -> dict[str, dict[str, Any]]:
         providers = list(self.actors)
         return dict(zip(providers, ray.get([self.actors[p].stats.remote() for p in providers])))
+
+    def flush(self) -> None:
+        """Every actor's new cached answers written (nothing to do with the cache off). An actor that is gone
+        took its unwritten answers with it: said, not raised (this runs as a run ends, however it ends)."""
+        if not self.caching:
+            return
+        for provider, actor in self.actors.items():
+            try:
+                ray.get(actor.flush.remote())
+            except ray.exceptions.RayError as exc:
+                log.warning("response cache of provider %s not flushed: %s", provider, type(exc).__name__)

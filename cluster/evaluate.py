@@ -32,6 +32,7 @@ from rich.table import Table
 from cluster.cli_console import run_command
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
+from conductor.cost_dial import policy_card, resolve_setting
 from conductor.episode import EpisodeRunner
 from conductor.evaluation import domain_table
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
@@ -92,6 +93,14 @@ def reused_conductor_kinds(config: Config, skip: Set[str]) -> set[str]:
     return {kind for kind in CONDUCTOR_METHODS if conductor_label(config.evaluate.conductor_name, kind) in skip}
 
 
+def evaluation_setting(config: Config) -> Optional[int]:
+    """The cost dial's setting ``evaluate.policy`` runs at: ``evaluate.cost_quality`` (else balanced) for a
+    policy trained with the dial (its cost_dial.json, or this config's reward.cost_weight_range); None for
+    one without, which refuses a setting (conductor/cost_dial.py)."""
+    path = local_copy(config.evaluate.policy, config.output.storage_options) if config.evaluate.policy else None
+    return resolve_setting(policy_card(path, config.reward), config.evaluate.cost_quality, "evaluate.cost_quality")
+
+
 def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optional[tuple[VllmSampler, Any]]:
     """The vLLM engine and tokenizer of ``evaluate.policy``, when a conductor method is to be run."""
     reused = reused_conductor_kinds(config, skip)
@@ -108,7 +117,8 @@ def conductor_sampler(config: Config, console: Console, skip: set[str]) -> Optio
     path = local_copy(config.evaluate.policy, config.output.storage_options)
     if not Path(path, "config.json").is_file():
         raise ValueError(f"evaluate.policy {config.evaluate.policy!r} is not a model directory (no config.json)")
-    console.print(f"conductor: {config.evaluate.policy}")
+    setting = evaluation_setting(config)
+    console.print(f"conductor: {config.evaluate.policy}" + ("" if setting is None else f" at cost_quality {setting}"))
     # scoring reads the text and token counts, never the logprobs: no per-token logprobs or detokenizing
     return VllmSampler(path, config.engine, config.seed, for_training=False), AutoTokenizer.from_pretrained(path)
 
@@ -129,7 +139,8 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
                 EpisodeRunner(executor, prompts.fewshot, max_steps=config.executor.max_steps,
                               show_prices=config.prompt.show_prices),
                 SamplingSettings(config.evaluate.conductor_temperature, 1.0, config.rollout.max_new_tokens),
-                config.executor.max_rounds, config.evaluate.conductor_name, config.evaluate.constrain_format)
+                config.executor.max_rounds, config.evaluate.conductor_name, config.evaluate.constrain_format,
+                evaluation_setting(config))
         judge = bind_judge(config.judge, config.pool, pool)  # grades judged kinds through the same pool
         context = MethodContext(Roster.full(config.pool.workers), executor, config.seed, policy, tuple(train),
                                 config.verifier, settings=config.evaluate, judge=judge)
@@ -229,7 +240,8 @@ def run(config: Config, console: Console, command: str = "") -> dict:
         if not config.pool.workers:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
             preset = sim.state.preset
-            config = config.model_copy(update={"pool": simulated_pool_config(preset, sim.base_url)})
+            pool_config = simulated_pool_config(preset, sim.base_url).model_copy(update={"cache": config.pool.cache})
+            config = config.model_copy(update={"pool": pool_config})
         sampler = conductor_sampler(config, console, skip)
         outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
     if "oracle" in config.evaluate.methods:

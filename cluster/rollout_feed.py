@@ -4,7 +4,8 @@ Each request goes to the least-busy actor. A request whose actor died (or was re
 again, with the same batch id, after a short pause and preferably to another actor: the records get the
 same ids and the replay store keeps one copy, whichever attempt writes first. A request that fails
 ``max_attempts`` times, or fails inside the actor (a bug, an unreachable store), is given up and
-reported, so the driver can replace its groups instead of waiting for them forever.
+reported, so the driver can replace its groups instead of waiting for them forever; one that met a
+replay-only response cache without the answer (``ReplayMiss``) stops the run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Optional
 
 import ray
 
+from conductor.pool import ReplayMiss
 from conductor.rollout import RolloutReceipt, RolloutRequest, SamplingSettings
 from conductor.rollout_record import RolloutRecord
 from conductor.tasks.task import Task
@@ -72,7 +74,9 @@ class RolloutFeed:
             except ACTOR_GONE:
                 self._retry(request, attempt, index)
                 continue
-            except ray.exceptions.RayTaskError:
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(exc.cause, ReplayMiss):  # a replay that cannot go on: the run stops
+                    raise ReplayMiss(str(exc.cause)) from None
                 self._give_up(request)
                 continue
             if request.return_records:
@@ -97,14 +101,16 @@ class RolloutFeed:
         return [self.finished.pop(batch_id) for batch_id in [r.batch_id for r in requests]]
 
     def evaluate(self, tasks: Sequence[Task], sampling: SamplingSettings, batch_id: str,
-                 on_wait: Callable[[], None] = lambda: None) -> list[RolloutRecord]:
+                 on_wait: Callable[[], None] = lambda: None, cost_quality: Optional[int] = None,
+                 ) -> list[RolloutRecord]:
         """One sample per task, the tasks dealt over the actors, nothing written to the store. The root
         workflow alone, as the report's ``conductor`` row scores it: a share of recursive rounds drawn at
         random would make two checkpoints' scores differ by the draw (``conductor_recursive`` is evaluated by
-        cluster.evaluate)."""
+        cluster.evaluate). ``cost_quality``: a dial run's setting, one for every question."""
         actors = len(self.actors)
         requests = [RolloutRequest(f"{batch_id}-eval{i}", tuple(tasks[i::actors]), group_size=1, sampling=sampling,
-                                   write=False, return_records=True, recursive_fraction=0.0)
+                                   write=False, return_records=True, recursive_fraction=0.0,
+                                   cost_quality=cost_quality)
                     for i in range(actors) if tasks[i::actors]]
         return [record for receipt in self.run(requests, on_wait) for record in receipt.records]
 

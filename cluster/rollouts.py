@@ -28,6 +28,7 @@ from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
+from conductor.cost_dial import card_of, setting_line
 from conductor.rollout import RolloutRequest
 from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import summarise
@@ -50,7 +51,7 @@ def policy_path(config: Config, out: RunOutput, name: str = "policy", train_ques
     """The configured model (a local dir or a URL); a GGUF one converted to a HF directory as ``out/name``
     (reused when already converted; learner/gguf_policy.py); or a tiny policy built from config as
     ``out/name`` (its tokenizer also trained on the pool listing and ``train_questions`` when
-    ``policy.tiny_corpus`` is ``run``)."""
+    ``policy.tiny_corpus`` is ``run``, and on a cost-dial run's setting lines)."""
     if is_gguf_source(config.policy.model_path):
         convert_gguf(config.policy.model_path, out.staged(name))
         return out.publish(name)
@@ -62,6 +63,8 @@ def policy_path(config: Config, out: RunOutput, name: str = "policy", train_ques
     if config.policy.tiny_corpus == "run":
         listing = Roster.full(config.pool.workers).listing(config.prompt.show_prices)
         corpus += [listing] * 20 + list(train_questions)
+        dial = card_of(config.reward)
+        corpus += [setting_line(setting) for setting in (dial.settings if dial else ()) for _ in range(5)]
     build_tiny_policy(out.staged(name), TinyPolicySpec(vocab_size=config.policy.tiny_vocab_size, seed=config.seed),
                       corpus)
     return out.publish(name)
@@ -82,12 +85,14 @@ def run(config: Config, console: Console) -> dict[str, float]:
     with contextlib.ExitStack() as stack:
         if not config.pool.workers:
             sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
+            pool_config = simulated_pool_config(sim.state.preset, sim.base_url)
+            config = config.model_copy(update={"pool": pool_config.model_copy(update={"cache": config.pool.cache})})
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
         engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine),
                                 storage_options=config.output.storage_options, run_name=config.run_name)
         pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)  # held here: outlives rollout actors
+        stack.callback(pool.flush)  # the response cache's new answers (pool.cache)
         feed = RolloutFeed([RolloutActor.remote(config, model, engines, store_path, config.seed + i)
                             for i in range(config.rollout.actors)])
         requests = [RolloutRequest(f"rollouts-{uuid.uuid4().hex[:8]}-{i}",

@@ -8,7 +8,8 @@ vLLM engine, the pool's clients in-process. ``serve.runtime: ray_serve`` deploys
 and an autoscaled ``ConductorIngress`` deployment (the HTTP app), whose replicas share the pool's
 WorkerPool actors (actors/worker_pool.py), so a provider's rate limits hold across all of them.
 With no ``pool.workers`` configured, the simulated pool (``simulator.*``) is served from this process
-on loopback; keep the process running.
+on loopback; keep the process running. A policy trained with the cost dial (its cost_dial.json,
+conductor/cost_dial.py) takes ``conductor.cost_quality`` per request; one without refuses it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Optional
 
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
+from conductor.cost_dial import policy_card
 from conductor.rollout import Sample, SamplingSettings
 
 log = logging.getLogger("conductor.serve")
@@ -90,7 +92,8 @@ class LocalServer:
                 generator = BatchedGenerator(VllmSampler(path, self.config.engine, self.config.seed,
                                                          for_training=False))
             self.pool = LocalPool(self.config.pool, seed=self.config.seed)
-            orchestrator = Orchestrator(self.config, generator, AutoTokenizer.from_pretrained(path), self.pool)
+            orchestrator = Orchestrator(self.config, generator, AutoTokenizer.from_pretrained(path), self.pool,
+                                        policy_card(path, self.config.reward))
             self.app = create_app(orchestrator, self.config.serve)
             freeze_startup_heap()
         except BaseException:
@@ -170,7 +173,7 @@ class ConductorIngress:
         config = Config.model_validate_json(config_json)
         pool = RayPool(config.pool, seed=config.seed, run_name=f"serve-{config.run_name}", detached=True)
         orchestrator = Orchestrator(config, EngineHandleGenerator(engine), AutoTokenizer.from_pretrained(policy_path),
-                                    pool)
+                                    pool, policy_card(policy_path, config.reward))
         self.conductor_app = create_app(orchestrator, config.serve)  # `app` is the Serve wrapper's own
         freeze_startup_heap()
 

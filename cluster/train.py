@@ -31,6 +31,7 @@ from rich.console import Console
 
 from cluster import best_checkpoint as best
 from cluster import train_report as report
+from cluster.cache_meter import CacheMeter
 from cluster.cli_console import cli_console
 from cluster.group_collector import GroupCollector
 from cluster.preflight import ready_to_start
@@ -50,6 +51,8 @@ from cluster.warm_start import warm_start_policy
 from conductor.baselines import run_baselines
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
+from conductor.cost_dial import CARD_FILE, card_of, resolve_setting
+from conductor.pool import ReplayMiss
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
@@ -82,6 +85,8 @@ class GrpoRecipe:
         from cluster.placement import engine_placement_group
 
         config = self.config
+        self.val_setting = resolve_setting(card_of(config.reward), config.evaluate.cost_quality,
+                                           "evaluate.cost_quality")
         self.console.print(f"outputs: {self.out.url}")
         if not config.train.resume:
             archive_previous_run(self.out, self.console)
@@ -91,8 +96,8 @@ class GrpoRecipe:
                            f"{len(self.splits.heldout)} held-out")
         if not config.pool.workers:
             sim = self.stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            config = self.config = config.model_copy(
-                update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
+            pool = simulated_pool_config(sim.state.preset, sim.base_url).model_copy(update={"cache": config.pool.cache})
+            config = self.config = config.model_copy(update={"pool": pool})
 
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
         self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
@@ -114,6 +119,8 @@ class GrpoRecipe:
                                      storage_options=config.output.storage_options, run_name=config.run_name)
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)
+        self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
+        self.cache = CacheMeter(self.pool, enabled=config.pool.cache.mode != "off")
         self.spend.attach(self.pool, val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
@@ -185,7 +192,7 @@ class GrpoRecipe:
                 stats = self.train_step()
                 if stats is None:
                     continue  # the learner group was rebuilt mid-step; the step's groups were dropped
-                row = dict(stats.row(), **self.spend.step_row(state))
+                row = stats.row() | self.cache.step() | self.spend.step_row(state)
                 state.history.append(row)
                 self.console.print(report.log_line(row))
                 progress.update(state.step, f"reward {row['mean_reward']:.2f} best {max(state.best_val, 0):.2f}")
@@ -309,9 +316,11 @@ class GrpoRecipe:
                 state.best_val, state.best_step = previous
 
     def evaluate(self, tasks: list) -> RolloutStats:
-        """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored."""
+        """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored; a dial run
+        at one setting (``evaluate.cost_quality``, else balanced: conductor/cost_dial.py)."""
         return summarise(self.feed.evaluate(tasks, best.validation_sampling(self.config),
-                                            self.collector.next_batch_id(), self._look_after_actors))
+                                            self.collector.next_batch_id(), self._look_after_actors,
+                                            self.val_setting))
 
     def _checkpoint(self, tag: str) -> bool:
         """Save; if a learner rank dies meanwhile the weights to save are gone: rebuild and skip it."""
@@ -360,12 +369,15 @@ class GrpoRecipe:
         heldout = self.evaluate(list(self.splits.heldout))
         report.warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
         exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
+        card = card_of(self.config.reward)
+        if card is not None:  # evaluation and serving read it: this policy takes a cost_quality setting
+            self.out.write_text("policy", CARD_FILE, text=card.json())
         self._look_after_actors()
         summary = report.run_summary(self.config, self.state, heldout, self.splits.heldout, self.baselines, self.out,
                                      policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
                                      chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
                                      wall_seconds=time.time() - self.started, store=self.store_path,
-                                     **self.spend.summary(state, self.stopped))
+                                     **self.cache.summary(), **self.spend.summary(state, self.stopped))
         publish_trained(self.out)
         report.write_summary(self.out, summary)
         self.console.print(report.results_table(summary))
@@ -401,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]a cluster actor died and did not come back: {type(exc).__name__}: {exc}[/]\n"
                       f"Nothing already checkpointed is lost: rerun with --set train.resume=true")
         return 3
+    except ReplayMiss as exc:
+        console.print(str(exc), style="red", markup=False)  # the request's text may hold [brackets]
+        return 4
     return 0
 
 

@@ -22,7 +22,7 @@ LOG_FIELDS = (  # (key, label, format)
     ("accuracy", "pass", "{:.2f}"), ("format_rate", "format", "{:.2f}"),
     ("steps_per_workflow", "steps/wf", "{:.2f}"), ("conductor_tokens_per_rollout", "tok", "{:.0f}"),
     ("worker_tokens_per_rollout", "wtok", "{:.0f}"), ("cost_usd_per_rollout", "$", "{:.5f}"),
-    ("token_multiplier", "lambda", "{:.3f}"),
+    ("token_multiplier", "lambda", "{:.3f}"), ("cache_hit_rate", "cached", "{:.0%}"),  # pool.cache on
     ("loss", "loss", "{:+.4f}"), ("grad_norm", "gnorm", "{:.3f}"), ("lr", "lr", "{:.1e}"),
     ("rollout_s", "rollout", "{:.1f}s"), ("train_s", "train", "{:.1f}s"), ("sync_s", "sync", "{:.2f}s"),
 )

@@ -2,7 +2,10 @@
 0) the SFT warm start that teaches it the workflow format (learner/sft.py), with its workers drawn
 uniformly or by a measured per-domain prior (conductor/worker_prior.py), or its examples drawn from a
 measured per-domain menu of workflows (conductor/workflow_prior.py). Reused when present, so a resumed run
-starts from the same weights."""
+starts from the same weights.
+
+A cost-dial run (conductor/cost_dial.py) states a setting in each SFT prompt, drawn per prompt as rollouts
+draw one per group; with the workflow menu, a prompt's examples come from its setting's menu."""
 
 from __future__ import annotations
 
@@ -11,14 +14,17 @@ import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
 from rich.console import Console
 
 from cluster.rollouts import policy_path
 from conductor.config import Config
+from conductor.cost_dial import CARD_FILE, NAMED_SETTINGS, card_of, draw_setting
 from conductor.example_workflows import example_plans, example_text
 from conductor.prompt_builder import PromptBuilder
 from conductor.recursive_examples import recursive_prompt_ids
+from conductor.roster import Roster
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import load_preset
 from conductor.tasks.task import Task
@@ -60,11 +66,12 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     if not tasks:
         raise ValueError("the SFT warm start needs training questions")
     rosters = [builder.roster() for _ in tasks]
-    prompts = [builder.task_prompt_ids(task, roster) for task, roster in zip(tasks, rosters)]
+    dial = card_of(config.reward)
+    settings, prompts = sft_prompts(config, builder, tasks, rosters)
     weights = None if prior is None else [roster_weights(prior, task.domain, roster.worker_ids)
                                           for task, roster in zip(tasks, rosters)]
-    menus = None if menu is None else [roster_menu(menu, task.domain, roster.worker_ids)
-                                       for task, roster in zip(tasks, rosters)]
+    menus = None if menu is None else [roster_menu(menu[setting], task.domain, roster.worker_ids)
+                                       for task, roster, setting in zip(tasks, rosters, settings)]
     plans = example_plans(config.sft.plan, config.sft.plan_words, [task.prompt for task in tasks])
     recursive = None
     if config.sft.recursive_share > 0:
@@ -73,7 +80,7 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
                                  None if menus is None else menus[i], plans[i] if plans else "")
                     for i, roster in enumerate(rosters)]
         workers = () if config.data.datasets else load_preset(config.simulator).workers
-        recursive = recursive_prompt_ids(builder, tasks, rosters, previous, rng, workers)
+        recursive = recursive_prompt_ids(builder, tasks, rosters, previous, rng, workers, settings)
     started = time.time()
 
     def progress(step: int, loss: float) -> None:  # a pretrained model's SFT takes minutes: show it moving
@@ -87,9 +94,13 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     tokenizer.save_pretrained(out.staged("sft"))
     if prior is not None:
         Path(out.staged("sft"), PRIOR_FILES["domain_reward"]).write_text(json.dumps(prior, indent=1, sort_keys=True))
-    if menu is not None:
-        named = {domain: {item_name(item): weight for item, weight in items.items()} for domain, items in menu.items()}
+    if menu is not None:  # the domain table (conductor/evaluation/domain_table.py) reads it: a dial run's balanced menu
+        kept = None if dial is None else min(menu, key=lambda setting: abs(setting - dial.default))
+        named = {domain: {item_name(item): weight for item, weight in items.items()}
+                 for domain, items in menu[kept].items()}
         Path(out.staged("sft"), PRIOR_FILES["workflow_reward"]).write_text(json.dumps(named, indent=1, sort_keys=True))
+    if dial is not None:
+        Path(out.staged("sft"), CARD_FILE).write_text(dial.json())
     console.print(f"SFT warm start: {len(losses)} steps in {time.time() - started:.0f}s, "
                   f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
     del model
@@ -97,19 +108,37 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     return out.publish("sft")
 
 
-def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console) -> MenuPrior:
-    """The measured per-domain menu the examples are drawn from, printed as it is measured (its likeliest
-    items, with their mean rewards)."""
+def sft_prompts(config: Config, builder: PromptBuilder, tasks: Sequence[Task],
+                rosters: Sequence[Roster]) -> tuple[list[Optional[int]], list[list[int]]]:
+    """The warm start's prompts, as token ids, and the cost-dial setting each states (drawn per prompt, as
+    rollouts draw one per group; None without the dial)."""
+    dial = card_of(config.reward)
+    settings = [None if dial is None else draw_setting(config.seed, f"sft-{index}", dial.settings)
+                for index in range(len(tasks))]
+    return settings, [builder.task_prompt_ids(task, roster, setting)
+                      for task, roster, setting in zip(tasks, rosters, settings)]
+
+
+def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer,
+                  console: Console) -> dict[Optional[int], MenuPrior]:
+    """The measured per-domain menu the examples are drawn from, by cost-dial setting (None: no dial),
+    printed as it is measured (its likeliest items, with their mean rewards)."""
     started = time.time()
-    menu, rewards = measure_menu(config, train_tasks, tokenizer, seed=config.seed)
+    menus, rewards = measure_menu(config, train_tasks, tokenizer, seed=config.seed)
     console.print(f"SFT workflow prior: each worker alone and pairs among the {config.sft.prior_top_workers} best, "
                   f"on up to {config.sft.prior_questions} training questions a domain ({time.time() - started:.0f}s), "
                   f"T={config.sft.prior_temperature}")
-    for domain in sorted(menu):
-        ranked = sorted(menu[domain].items(), key=lambda entry: -entry[1])[:5]
-        console.print(f"  {domain}: " + ", ".join(f"{item_name(item)} {weight:.2f} (reward {rewards[domain][item]:.3f})"
-                                                 for item, weight in ranked))
-    return menu
+    shown = [setting for setting in menus if setting is None or setting in NAMED_SETTINGS.values()] or list(menus)
+    for setting in sorted(shown, key=lambda setting: -1 if setting is None else setting):  # cheap, balanced, best
+        menu = menus[setting]
+        if setting is not None:
+            console.print(f" at cost_quality {setting}:")
+        for domain in sorted(menu):
+            ranked = sorted(menu[domain].items(), key=lambda entry: -entry[1])[:5]
+            console.print(f"  {domain}: " + ", ".join(f"{item_name(item)} {weight:.2f} "
+                                                     f"(reward {rewards[setting][domain][item]:.3f})"
+                                                     for item, weight in ranked))
+    return menus
 
 
 def worker_prior(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console) -> Prior:

@@ -16,6 +16,7 @@ from conductor.config_section import Section
 from conductor.dataset_config import DatasetSpec as DatasetSpec
 from conductor.evaluation.registry import MethodName
 from conductor.judge_config import JudgeConfig, check_judge
+from conductor.response_cache_config import ResponseCacheConfig
 from conductor.rewards import RewardConfig as RewardConfig
 from conductor.serve_config import ServeConfig
 from conductor.sft_config import SftConfig as SftConfig
@@ -75,6 +76,7 @@ class PoolConfig(Section):
     judges: list[WorkerSpec] = Field(default_factory=list, description="workers called only as a judge "
                                      "(judge.worker), never shown to the Conductor")
     subset_size: Optional[int] = Field(default=None, ge=1, description="random pool subset per question")
+    cache: ResponseCacheConfig = Field(default_factory=ResponseCacheConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:
@@ -308,6 +310,9 @@ class EvaluateConfig(Section):
     conductor_name: str = Field(default="conductor", pattern=r"^conductor[A-Za-z0-9_.\-]*$",
                                 description="the report's name for this policy (conductor_recursive becomes "
                                 "<name>_recursive): several checkpoints in one report, e.g. a cost frontier")
+    cost_quality: Optional[int] = Field(default=None, ge=0, le=10, description="the cost dial's setting a dial "
+                                        "policy is evaluated (and a dial run validated) at: 0 cheapest .. 10 best "
+                                        "(conductor/cost_dial.py); null: 5. A policy without the dial refuses one")
     rllib_iterations: int = Field(default=20, ge=1, description="PPO iterations of the rllib_router "
                                   "(1,024 one-step episodes each)")
     reuse: list[str] = Field(default_factory=list, description="outcomes.parquet files (paths or URLs) of "

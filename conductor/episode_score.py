@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Optional, Protocol
 
 from conductor.config import VerifierConfig
+from conductor.pool import ReplayMiss
 from conductor.rewards import RewardConfig, reward
 from conductor.tasks.task import Task
 from conductor.verifiers import registry
@@ -100,8 +101,10 @@ def reaches_verifier(episode: Episode) -> bool:
 
 
 def score_of(episode: Episode, verdict: Optional[Verdict], rewards: Optional[RewardConfig] = None,
-             verify_s: float = 0.0, judge: JudgeUsage = NO_JUDGE_CALLS) -> EpisodeScore:
-    """The score given the verdict on the episode's answer (ignored unless it reached the verifier)."""
+             verify_s: float = 0.0, judge: JudgeUsage = NO_JUDGE_CALLS,
+             cost_weight: Optional[float] = None) -> EpisodeScore:
+    """The score given the verdict on the episode's answer (ignored unless it reached the verifier);
+    ``cost_weight``: the question's price of a dollar under the cost dial (conductor/cost_dial.py)."""
     if not reaches_verifier(episode):
         verdict = None
     infra_error = episode.infra_error or (VERIFIER_ERROR + verdict.infra_error
@@ -111,7 +114,7 @@ def score_of(episode: Episode, verdict: Optional[Verdict], rewards: Optional[Rew
     status = Status.INFRA_ERROR if infra_error else Status.CORRECT if correct else Status.WRONG
     value = reward(format_ok=episode.format_ok, correct=correct, cost_usd=episode.cost_usd,
                    worker_tokens=episode.worker_tokens, infra_error=infra_error is not None, settings=rewards,
-                   score=score)
+                   score=score, cost_weight=cost_weight)
     return EpisodeScore(status, value, episode.format_ok, episode.worker_tokens, episode.cost_usd, infra_error,
                         verdict, verify_s, score, judge)
 
@@ -149,12 +152,12 @@ class EpisodeScorer:
         self.judge = judge
         self._verdicts: Optional[dict[tuple[str, str], asyncio.Future]] = {} if cache else None
 
-    async def score(self, task: Task, episode: Episode) -> EpisodeScore:
+    async def score(self, task: Task, episode: Episode, cost_weight: Optional[float] = None) -> EpisodeScore:
         if not reaches_verifier(episode):
-            return score_of(episode, None, self.rewards)
+            return score_of(episode, None, self.rewards, cost_weight=cost_weight)
         started = time.perf_counter()
         verdict, spent = await self._verdict(task, episode.answer or "")
-        return score_of(episode, verdict, self.rewards, time.perf_counter() - started, spent)
+        return score_of(episode, verdict, self.rewards, time.perf_counter() - started, spent, cost_weight)
 
     def score_now(self, task: Task, episode: Episode) -> EpisodeScore:
         """The same, verified on this thread (no event loop: the demo; a judged kind is then unscored)."""
@@ -187,6 +190,8 @@ class EpisodeScorer:
                 return judgement.verdict, judgement.usage
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self.threads, verify, task, answer, self.verifier), NO_JUDGE_CALLS
+        except ReplayMiss:  # the judge's call has no cached answer: the replay stops, no verdict is made up
+            raise
         except Exception as exc:  # whatever a verifier raises; its text may quote a URL or key: the type only
             log.warning("verifier %s raised %s on task %s", task.verifier, type(exc).__name__, task.id)
             return Verdict(False, infra_error=f"the {task.verifier} verifier raised {type(exc).__name__}"), \

@@ -144,7 +144,8 @@ class WorkflowExecutor:
 
 
 async def _wait_cancelling_on_failure(tasks: list[asyncio.Task]) -> None:
-    """Wait for all; on the first failure cancel the rest (their calls would be wasted money)."""
+    """Wait for all; on the first failure cancel the rest (their calls would be wasted money). A step that
+    raised anything but ``WorkerCallError`` raises it here."""
     if not tasks:
         return
     try:
@@ -157,3 +158,7 @@ async def _wait_cancelling_on_failure(tasks: list[asyncio.Task]) -> None:
         for task in pending:
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    unexpected = next((t.exception() for t in tasks if not t.cancelled()
+                       and not isinstance(t.exception(), (WorkerCallError, type(None)))), None)
+    if unexpected is not None:  # not a failed call an episode is unscored for (e.g. ReplayMiss): the caller's
+        raise unexpected

@@ -1,5 +1,6 @@
-"""The in-process pool: routes each worker to its provider's client. Limits hold within this process;
-the Ray WorkerPool actors (actors/worker_pool.py) make them hold across a cluster."""
+"""The in-process pool: routes each worker to its provider's client, behind the response cache when
+``pool.cache`` is on. Limits hold within this process; the Ray WorkerPool actors (actors/worker_pool.py) make
+them hold across a cluster."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from typing import Any, Optional, TypeVar
 from conductor.config import PoolConfig
 from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 from conductor.provider_client import ProviderClient
+from conductor.response_cache import with_cache
 
 
 class LocalPool:
     def __init__(self, config: PoolConfig, *, seed: Optional[int] = None):
         routes = config.routes()
-        self.providers = {spec.id: ProviderClient(spec, routes[spec.id], seed=seed) for spec in config.providers}
+        self.providers = {spec.id: with_cache(ProviderClient(spec, routes[spec.id], seed=seed), config.cache)
+                          for spec in config.providers}
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,

@@ -40,6 +40,8 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                     ("run", "provider")),
     "conductor_pool_rpm_limit": ("gauge", "requests per window in force (configured or learned from 429s)",
                                  ("run", "provider")),
+    "conductor_pool_cache_lookups_total": ("counter", "response-cache lookups by outcome (hit: served from the "
+                                           "cache, nothing spent; miss)", ("run", "provider", "worker", "outcome")),
     # learner (learner/learner_rank.py, rank 0)
     "conductor_learner_step_seconds": ("gauge", "last training step inside the rank", ("run",)),
     "conductor_learner_grad_norm": ("gauge", "gradient norm of the last step", ("run",)),

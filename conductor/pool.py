@@ -2,7 +2,8 @@
 
 Implementations: ``ScriptedPool`` (canned behaviour, for demos and tests), and the rate-limited
 OpenAI-compatible client and its Ray actor (worker-pool layer). A call that fails after the pool's own
-retries raises ``WorkerCallError``: infrastructure trouble, never a wrong answer.
+retries raises ``WorkerCallError``: infrastructure trouble, never a wrong answer. A replay-only response
+cache raises ``ReplayMiss`` for a call it cannot answer: the run stops.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ChatResult:
     latency_s: float = 0.0
     finish_reason: str = "stop"  # the provider's: "length" when its max_tokens cut the reply
     reasoning_tokens: int = 0  # hidden reasoning, billed within completion_tokens and never shown
+    cached: bool = False  # served by the response cache: nothing spent; cost_usd is what the call cost when made
 
 
 class WorkerCallError(Exception):
@@ -36,6 +38,12 @@ class WorkerCallError(Exception):
         self.kind = kind
         self.message = message
         self.retries = retries
+
+
+class ReplayMiss(Exception):
+    """A call a replay-only response cache has no answer for (conductor/response_cache.py). Not a
+    ``WorkerCallError``: it is not infrastructure trouble an episode can be unscored for, but a replay that
+    cannot go on, so it stops the run, naming the request."""
 
 
 class WorkerPoolClient(Protocol):

@@ -1,11 +1,12 @@
 """The Conductor's prompt for a task, as the policy's token ids: the roster shown (the whole pool, or a
-random subset renumbered from 0), the prompt messages and the policy's chat template. Used by rollouts,
-the SFT warm start and the baselines alike, so all of them see the same prompt."""
+random subset renumbered from 0), the cost dial's setting (a dial run's: conductor/cost_dial.py), the prompt
+messages and the policy's chat template. Used by rollouts, the SFT warm start, evaluation, serving and the
+baselines alike, so all of them see the same prompt."""
 
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Optional
 
 from conductor.config import Config
 from conductor.pool import Messages
@@ -34,14 +35,17 @@ class PromptBuilder:
     def prompt_ids(self, messages: Messages) -> list[int]:
         return chat_ids(self.tokenizer, messages)
 
-    def task_prompt_ids(self, task: Task, roster: Roster) -> list[int]:
+    def task_prompt_ids(self, task: Task, roster: Roster, cost_quality: Optional[int] = None) -> list[int]:
         return self.prompt_ids(conductor_messages(task.prompt, roster, self.fewshot,
                                                   max_steps=self.config.executor.max_steps,
-                                                  show_prices=self.config.prompt.show_prices))
+                                                  show_prices=self.config.prompt.show_prices,
+                                                  cost_quality=cost_quality))
 
-    def recursive_prompt_ids(self, task: Task, roster: Roster, previous_plan: str, final_response: str) -> list[int]:
+    def recursive_prompt_ids(self, task: Task, roster: Roster, previous_plan: str, final_response: str,
+                             cost_quality: Optional[int] = None) -> list[int]:
         """The recursive round's prompt (conductor/prompts.py), as the episode builds it."""
         return self.prompt_ids(recursive_messages(task.prompt, roster, self.fewshot, previous_plan=previous_plan,
                                                   final_response=final_response,
                                                   max_steps=self.config.executor.max_steps,
-                                                  show_prices=self.config.prompt.show_prices))
+                                                  show_prices=self.config.prompt.show_prices,
+                                                  cost_quality=cost_quality))

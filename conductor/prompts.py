@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
+from conductor.cost_dial import setting_line
 from conductor.pool import Messages
 from conductor.roster import Roster
 from conductor.workflow import parse_workflow
@@ -68,22 +69,25 @@ def _models_block(descriptions: list[str]) -> str:
 
 
 def conductor_messages(question: str, roster: Roster, fewshot: tuple[FewShotExample, ...], *,
-                       max_steps: int, show_prices: bool = True) -> Messages:
-    """The root-round prompt: system = role, semantics, format, examples; user = models + question."""
+                       max_steps: int, show_prices: bool = True, cost_quality: Optional[int] = None) -> Messages:
+    """The root-round prompt: system = role, semantics, format, examples; user = models, the cost dial's
+    setting (a dial policy's: conductor/cost_dial.py), question."""
     parts = [ROLE.format(max_steps=max_steps), SEMANTICS, FORMAT]
     for n, example in enumerate(fewshot, start=1):
         parts.append(f"Example {n}\nAvailable models:\n{_models_block(list(example.models))}\n"
                      f"Question: {example.question}\nResponse:\n{example.response}")
-    user = f"Available models:\n{roster.listing(show_prices)}\n\nQuestion: {question}"
+    dial = "" if cost_quality is None else f"{setting_line(cost_quality)}\n\n"
+    user = f"Available models:\n{roster.listing(show_prices)}\n\n{dial}Question: {question}"
     return [{"role": "system", "content": "\n\n".join(parts)}, {"role": "user", "content": user}]
 
 
 def recursive_messages(question: str, roster: Roster, fewshot: tuple[FewShotExample, ...], *,
                        previous_plan: str, final_response: str, max_steps: int,
-                       show_prices: bool = True) -> Messages:
+                       show_prices: bool = True, cost_quality: Optional[int] = None) -> Messages:
     """The recursive round: the root conversation, the previous plan as the assistant's turn, then the
     final response and the choice to refine or accept."""
-    messages = conductor_messages(question, roster, fewshot, max_steps=max_steps, show_prices=show_prices)
+    messages = conductor_messages(question, roster, fewshot, max_steps=max_steps, show_prices=show_prices,
+                                  cost_quality=cost_quality)
     messages.append({"role": "assistant", "content": previous_plan})
     messages.append({"role": "user", "content": f"The workflow ran. Its final response was:\n\n{final_response}"
                                                 f"\n\n{RECURSIVE_RULE}"})

@@ -104,18 +104,23 @@ class ProviderClient:
         self.stats["failures"] += 1
         return WorkerCallError(worker_id, kind, self._scrub(message), retries)
 
-    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
-                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
-        """``on_delta``: stream the reply, handing each piece of text to it as it arrives. An attempt that
-        fails before its first piece is retried as usual; one that fails after cannot be (the caller has
-        already passed the text on), so it is final."""
-        worker = self.workers.get(worker_id)
-        if worker is None:
+    def request(self, worker_id: str, params: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+        """The sampling settings a call sends: the worker's defaults under ``params``."""
+        if worker_id not in self.workers:
             raise WorkerCallError(worker_id, "not_found", f"no worker {worker_id!r} at provider {self.spec.id}")
         request = dict(self.sampling_defaults[worker_id], **(params or {}))
         unknown = set(request) - ALLOWED_PARAMS
         if unknown:
             raise WorkerCallError(worker_id, "bad_request", f"unsupported sampling params {sorted(unknown)}")
+        return request
+
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+        """``on_delta``: stream the reply, handing each piece of text to it as it arrives. An attempt that
+        fails before its first piece is retried as usual; one that fails after cannot be (the caller has
+        already passed the text on), so it is final."""
+        request = self.request(worker_id, params)
+        worker = self.workers[worker_id]
         self.stats["calls"] += 1
         started = time.monotonic()
         deadline = started + self.spec.deadline_s
@@ -169,6 +174,8 @@ class ProviderClient:
             text = completion.choices[0].message.content
             usage = completion.usage
             finish = finish_reason(completion.choices[0].finish_reason)
+            if getattr(completion.choices[0].message, "refusal", None):
+                finish = "content_filter"  # a refusal beside its text is the provider's filter at work
             if text is None and finish == "length":  # a reasoning model's limit spent before any answer text
                 text = ""
             if text is None or usage is None:
@@ -186,7 +193,7 @@ class ProviderClient:
         assert on_delta is not None
         timeout = max(0.001, min(self.spec.timeout_s, deadline - time.monotonic()))
         pieces: list[str] = []
-        usage, finish = None, None
+        usage, finish, refused = None, None, False
         try:
             async with asyncio.timeout(timeout):
                 raw = await self.client.chat.completions.with_raw_response.create(
@@ -198,6 +205,7 @@ class ProviderClient:
                     usage = chunk.usage or usage
                     piece = chunk.choices[0].delta.content if chunk.choices else None
                     finish = (finish_reason(chunk.choices[0].finish_reason) if chunk.choices else None) or finish
+                    refused = refused or bool(chunk.choices and getattr(chunk.choices[0].delta, "refusal", None))
                     if piece:
                         pieces.append(piece)
                         on_delta(piece)
@@ -208,6 +216,7 @@ class ProviderClient:
                                   f"{failure.message}", failure.status)
             return None, failure
         text = "".join(pieces)
+        finish = "content_filter" if refused else finish
         if usage is None:
             return self._settle(worker, text, estimate_prompt_tokens(messages),
                                 max(1, len(text) // CHARS_PER_TOKEN), finish), None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Optional
 
 from conductor.prompt_builder import PromptBuilder
 from conductor.roster import Roster
@@ -37,10 +38,14 @@ def stand_in_response(task: Task, rng: random.Random, workers: Sequence[SimWorke
 
 def recursive_prompt_ids(builder: PromptBuilder, tasks: Sequence[Task], rosters: Sequence[Roster],
                          previous_plans: Sequence[str], rng: random.Random,
-                         workers: Sequence[SimWorker] = ()) -> list[list[int]]:
+                         workers: Sequence[SimWorker] = (),
+                         settings: Optional[Sequence[Optional[int]]] = None) -> list[list[int]]:
     """One recursive-round prompt per task, as token ids: its root prompt, ``previous_plans`` as the
-    assistant's turn, and a stand-in final response."""
+    assistant's turn, and a stand-in final response; ``settings``: a cost-dial run's, one per task."""
     if not len(tasks) == len(rosters) == len(previous_plans):
         raise ValueError(f"{len(tasks)} tasks, {len(rosters)} rosters and {len(previous_plans)} previous plans")
-    return [builder.recursive_prompt_ids(task, roster, plan, stand_in_response(task, rng, workers))
-            for task, roster, plan in zip(tasks, rosters, previous_plans)]
+    settings = settings if settings is not None else [None] * len(tasks)
+    if len(settings) != len(tasks):
+        raise ValueError(f"{len(tasks)} tasks and {len(settings)} cost-dial settings")
+    return [builder.recursive_prompt_ids(task, roster, plan, stand_in_response(task, rng, workers), setting)
+            for task, roster, plan, setting in zip(tasks, rosters, previous_plans, settings)]

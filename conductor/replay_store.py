@@ -50,7 +50,7 @@ class ReplayStore:
     def __init__(self, root: str, storage_options: Optional[dict[str, Any]] = None, compression: str = "zstd"):
         self.fs, self.root = fsspec.core.url_to_fs(root, **(storage_options or {}))
         self.root = self.root.rstrip("/")
-        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
+        self.local = is_local(self.fs)
         self.compression = compression
         self.fs.makedirs(self.root, exist_ok=True)
 
@@ -80,15 +80,7 @@ class ReplayStore:
         return sink.getvalue()
 
     def _put_atomic(self, path: str, data: bytes) -> None:
-        directory = path.rsplit("/", 1)[0]
-        if not self.local:
-            self.fs.pipe_file(path, data)  # one PUT below 100 MB (s3fs), else multipart: S3 shows neither half-done
-            return
-        self.fs.makedirs(directory, exist_ok=True)
-        temporary = f"{directory}/_tmp-{uuid.uuid4().hex}"
-        with self.fs.open(temporary, "wb") as handle:
-            handle.write(data)
-        self.fs.mv(temporary, path)  # rename within one directory: atomic on POSIX
+        put_atomic(self.fs, path, data)
 
     def files(self) -> list[tuple[int, str]]:
         """(policy version, relative path) of every complete batch file, in a stable order."""
@@ -130,6 +122,23 @@ class ReplayStore:
             return SCHEMA.empty_table(), cursor
         table = pa.concat_tables(tables)
         return _drop_duplicate_ids(table), cursor
+
+
+def is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    return "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+
+
+def put_atomic(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
+    """``data`` at ``path``, whole or not at all (the response cache's shards are written the same way)."""
+    directory = path.rsplit("/", 1)[0]
+    if not is_local(fs):
+        fs.pipe_file(path, data)  # one PUT below 100 MB (s3fs), else multipart: S3 shows neither half-done
+        return
+    fs.makedirs(directory, exist_ok=True)
+    temporary = f"{directory}/_tmp-{uuid.uuid4().hex}"
+    with fs.open(temporary, "wb") as handle:
+        handle.write(data)
+    fs.mv(temporary, path)  # rename within one directory: atomic on POSIX
 
 
 def _digest(path: str) -> str:

@@ -7,6 +7,10 @@ share of samples), score it (conductor/episode_score.py: verified off the event 
 judge worker on the same pool) and build the record.
 Per-rollout time is split into generation (the batch's time, shared equally), worker calls and verification.
 
+With a cost dial (``reward.cost_weight_range``, conductor/cost_dial.py) each group's prompt states a setting,
+drawn per group by the run's seed and the group's id (or the request's fixed one: validation), and its
+episodes are priced at that setting's weight; the record keeps both.
+
 Ids: given a ``batch_id``, group i is ``{batch_id}-q{i}`` and its sample j ``{batch_id}-q{i}-s{j}``, so a
 request issued again (its actor died) produces the same ids and the replay store keeps it once.
 """
@@ -21,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional, Protocol
 
 from conductor.config import Config
+from conductor.cost_dial import card_of, draw_setting, resolve_setting
 from conductor.episode import EpisodeResult, EpisodeRunner
 from conductor.episode_score import EpisodeScore, EpisodeScorer
 from conductor.executor import WorkflowExecutor
@@ -56,6 +61,7 @@ class RolloutRequest:
     write: bool = True
     return_records: bool = False
     recursive_fraction: Optional[float] = None  # None: rollout.recursive_fraction; validation asks for 0
+    cost_quality: Optional[int] = None  # a dial run's setting for every group; None: drawn per group
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ class RolloutRunner:
         # ship fails the actor's start, not every episode (conductor/verifiers/python_reward.py)
         python_reward.preload(spec.reward_function for spec in config.data.datasets if spec.reward_function)
         self.config = config
+        self.dial = card_of(config.reward)
         self.generator = generator
         self.rng = random.Random(seed)
         self.prompts = PromptBuilder(config, tokenizer, seed)
@@ -109,20 +116,22 @@ class RolloutRunner:
 
     async def run_request(self, request: RolloutRequest) -> list[RolloutRecord]:
         return await self.run(list(request.tasks), request.group_size, request.sampling, request.batch_id,
-                              request.recursive_fraction)
+                              request.recursive_fraction, request.cost_quality)
 
     async def run(self, tasks: list[Task], group_size: Optional[int] = None,
                   sampling: Optional[SamplingSettings] = None, batch_id: Optional[str] = None,
-                  recursive_fraction: Optional[float] = None) -> list[RolloutRecord]:
+                  recursive_fraction: Optional[float] = None, cost_quality: Optional[int] = None,
+                  ) -> list[RolloutRecord]:
         """G rollouts for each task (``group_size``/``sampling``/``recursive_fraction`` override the config,
         e.g. greedy evaluation of the root workflow with one sample); one generation call for the batch.
         A recursive turn decodes as its root did (temperature; the recursive-round expression where the root
-        was constrained)."""
+        was constrained). ``cost_quality``: a dial run's setting for every group (None: drawn per group)."""
         group_size = group_size or self.config.rollout.group_size
         share = self.config.rollout.recursive_fraction if recursive_fraction is None else recursive_fraction
         batch_id = batch_id or uuid.uuid4().hex
         rosters = [self.prompts.roster() for _ in tasks]
-        prompts = [self.prompts.task_prompt_ids(t, r) for t, r in zip(tasks, rosters)]
+        settings = [self.setting(f"{batch_id}-q{index}", cost_quality) for index in range(len(tasks))]
+        prompts = [self.prompts.task_prompt_ids(t, r, s) for t, r, s in zip(tasks, rosters, settings)]
         started = time.perf_counter()
         groups = await self.generator.generate(prompts, group_size, sampling or self.sampling)
         generation_s = (time.perf_counter() - started) / max(1, len(tasks) * group_size)
@@ -132,8 +141,15 @@ class RolloutRunner:
             for number, sample in enumerate(samples):
                 rounds = 1 if share > 0 and self.rng.random() < share else 0
                 jobs.append(self._one(task, roster, sample, f"{group_id}-s{number}", group_id, rounds,
-                                      generation_s, sampling or self.sampling))
+                                      generation_s, sampling or self.sampling, settings[index]))
         return list(await asyncio.gather(*jobs))
+
+    def setting(self, group_id: str, fixed: Optional[int] = None) -> Optional[int]:
+        """A group's cost-dial setting: ``fixed``, else drawn for the group; None for a run without the dial
+        (which refuses a fixed one)."""
+        if self.dial is None or fixed is not None:
+            return resolve_setting(self.dial, fixed, "the rollout request's cost_quality")
+        return draw_setting(self.config.seed, group_id, self.dial.settings)
 
     def _recursive_turns(self, sampled: list[Sample], sampling: SamplingSettings, roster: Roster):
         """The Conductor for one episode's recursive rounds; each turn it takes lands in ``sampled``."""
@@ -151,13 +167,15 @@ class RolloutRunner:
         return turn
 
     async def _one(self, task: Task, roster: Roster, sample: Sample, rollout_id: str, group_id: str, rounds: int,
-                   generation_s: float, sampling: SamplingSettings) -> RolloutRecord:
+                   generation_s: float, sampling: SamplingSettings, setting: Optional[int] = None) -> RolloutRecord:
+        weight = None if setting is None or self.dial is None else self.dial.weight(setting)
         if sample.finish_reason == PROMPT_TOO_LONG:  # unscored, like a worker outage: not the policy's doing
             episode = EpisodeResult(rounds=[RoundTrace(round=0, conductor_text="", infra_error=(
                 f"conductor prompt of {len(sample.prompt_token_ids)} tokens leaves no room under "
                 "engine.max_model_len"))])
-            score = await self.scorer.score(task, episode)  # unverified: an infrastructure error
-            return self._record(task, sample, rollout_id, group_id, episode, score, generation_s, 0.0)
+            score = await self.scorer.score(task, episode, weight)  # unverified: an infrastructure error
+            return self._record(task, sample, rollout_id, group_id, episode, score, generation_s, 0.0,
+                                setting=setting, weight=weight)
         turns: list[Sample] = []
         async with self.limit:
             started = time.perf_counter()
@@ -165,14 +183,16 @@ class RolloutRunner:
             episode = await self.episodes.run(task.prompt, roster, sample.text, recursive_rounds=rounds,
                                               conductor=self._recursive_turns(turns, sampling, roster) if rounds
                                               else None,
-                                              root_truncated=truncated)
+                                              root_truncated=truncated, cost_quality=setting)
             workers_s = time.perf_counter() - started
-            score = await self.scorer.score(task, episode)
-        return self._record(task, sample, rollout_id, group_id, episode, score, generation_s, workers_s, turns)
+            score = await self.scorer.score(task, episode, weight)
+        return self._record(task, sample, rollout_id, group_id, episode, score, generation_s, workers_s, turns,
+                            setting, weight)
 
     def _record(self, task: Task, sample: Sample, rollout_id: str, group_id: str, episode: EpisodeResult,
                 score: EpisodeScore, generation_s: float, workers_s: float,
-                turns: Optional[list[Sample]] = None) -> RolloutRecord:
+                turns: Optional[list[Sample]] = None, setting: Optional[int] = None,
+                weight: Optional[float] = None) -> RolloutRecord:
         """The record of a scored episode: an infrastructure error (a failed worker call, or a verifier that
         could not judge) is unscored, ``reward`` None and ``correct`` False, never a wrong answer."""
         root = episode.rounds[0]
@@ -190,4 +210,5 @@ class RolloutRunner:
                              for t in turns or ()],
             answer=episode.answer, infra_error=score.infra_error, cost_usd=score.cost_usd,
             generation_s=generation_s, workers_s=workers_s, verify_s=score.verify_s, judge_calls=score.judge.calls,
-            judge_tokens=score.judge.tokens, judge_cost_usd=score.judge.cost_usd)
+            judge_tokens=score.judge.tokens, judge_cost_usd=score.judge.cost_usd, cost_quality=setting,
+            cost_weight=weight)

@@ -8,6 +8,8 @@ policy learns what to write when it sees its team's answer (learner/train_batch.
 ``reward`` is null for infrastructure errors: such rollouts are kept for analysis, not trained on.
 ``judge_*``: what a judge worker spent grading the answer (conductor/verifiers/judge.py), apart from
 ``cost_usd`` and the steps' tokens, which are the workers' and which the reward's cost penalties price.
+``cost_quality``, ``cost_weight``: a cost-dial run's setting for this question and the price of a dollar
+it stands for (conductor/cost_dial.py); null otherwise.
 Columns added later read as their defaults from a store written before them (``ADDED_LATER``).
 """
 
@@ -62,6 +64,8 @@ SCHEMA = pa.schema([
     pa.field("judge_calls", pa.int32()),        # a judged kind's judge calls (retries of a reply with no score too)
     pa.field("judge_tokens", pa.int64()),
     pa.field("judge_cost_usd", pa.float64()),
+    pa.field("cost_quality", pa.int32()),       # the cost dial's setting in the prompt; null: no dial
+    pa.field("cost_weight", pa.float64()),      # its price of a dollar, the reward's lambda_usd (repricing keeps it)
     pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
 ])
 
@@ -99,6 +103,8 @@ class RolloutRecord:
     judge_calls: int = 0
     judge_tokens: int = 0
     judge_cost_usd: float = 0.0
+    cost_quality: Optional[int] = None
+    cost_weight: Optional[float] = None
     created_at: dt.datetime = field(default_factory=_now)
 
     def __post_init__(self) -> None:

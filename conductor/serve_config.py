@@ -33,6 +33,10 @@ class ServedModel(Section):
     constrain_format: bool = Field(
         default=False, description="decode the Conductor under the workflow expression over the request's "
         "workers and step cap (conductor/workflow_constraint.py): every workflow that ends parses")
+    cost_quality: Optional[int] = Field(default=None, ge=0, le=10, description="the cost dial's setting a "
+                                        "request gets unless it sets conductor.cost_quality: 0 cheapest .. 10 best "
+                                        "(conductor/cost_dial.py); null: the policy's default (5). Only for a "
+                                        "policy trained with the dial")
 
     @model_validator(mode="after")
     def _constrainable(self) -> ServedModel:

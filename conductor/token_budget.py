@@ -43,7 +43,8 @@ class TokenBudget:
         priced = self.settings.model_copy(update={"cost_penalty_per_1k_worker_tokens": self.multiplier})
         return [dataclasses.replace(r, reward=reward(
             format_ok=r.format_ok, correct=r.correct, cost_usd=r.cost_usd, worker_tokens=worker_tokens(r),
-            infra_error=r.infra_error is not None, settings=priced, score=r.score)) for r in records]
+            infra_error=r.infra_error is not None, settings=priced, score=r.score, cost_weight=r.cost_weight))
+            for r in records]
 
     def update(self, records: Sequence[RolloutRecord]) -> float:
         """One dual step on a training step's records; returns the tokens it measured."""

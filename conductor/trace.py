@@ -1,4 +1,5 @@
-"""What an episode leaves behind: per-step and per-round traces (the rollout record is built from these)."""
+"""What an episode leaves behind: per-step and per-round traces (the rollout record and the endpoint's trace
+are built from these)."""
 
 from __future__ import annotations
 
@@ -47,12 +48,18 @@ def steps_worker_tokens(steps: Iterable[StepTrace]) -> int:
 
 @dataclass
 class RoundTrace:
+    """One round of an episode, in training and serving alike (the endpoint's trace maps it to its JSON).
+    ``workflow`` is the one that ran (as written, less any cut the notes record; as written when none of it
+    could run, ``skipped``). ``conductor_text`` is None for a round no Conductor turn wrote (a fallback)."""
     round: int
-    conductor_text: str
+    conductor_text: Optional[str]
     workflow: Optional[Workflow] = None
     parse_error: Optional[ParseFailure] = None
     parse_detail: Optional[str] = None
     accepted_previous: bool = False
+    skipped: bool = False  # a caller's cut (a cost cap) left no step to run
+    notes: list[str] = field(default_factory=list)  # each cut and why
     steps: list[StepTrace] = field(default_factory=list)
     answer: Optional[str] = None
     infra_error: Optional[str] = None
+    infra_error_kind: Optional[str] = None  # WorkerCallError.kind of the first failed step

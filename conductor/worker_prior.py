@@ -59,7 +59,8 @@ def softmax_prior(mean_rewards: Mapping[str, Mapping[str, float]], temperature: 
 async def measure_mean_rewards(config: Config, tasks: Sequence[Task], tokenizer: Any, pool: Any,
                                seed: int = 0) -> dict[str, dict[str, float]]:
     """domain -> worker id -> mean reward of that worker answering the domain's ``tasks`` alone. A worker
-    whose every call in a domain failed on infrastructure is missing from that domain."""
+    whose every call in a domain failed on infrastructure is missing from that domain. A cost-dial run's
+    rewards are priced at its balanced setting (conductor/cost_dial.py)."""
     from conductor.baselines import FixedRouter
     from conductor.rollout import RolloutRunner
 
@@ -67,7 +68,7 @@ async def measure_mean_rewards(config: Config, tasks: Sequence[Task], tokenizer:
     rewards: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for index, worker in enumerate(config.pool.workers):
         runner = RolloutRunner(config, tokenizer, FixedRouter(lambda index=index: index), pool, seed=seed)
-        for record in await runner.run(list(tasks), group_size=1):
+        for record in await runner.run(list(tasks), group_size=1, cost_quality=runner.dial and runner.dial.default):
             if record.reward is not None and record.domain is not None:
                 rewards[record.domain][worker.id].append(record.reward)
     return {domain: {worker: sum(values) / len(values) for worker, values in by_worker.items()}

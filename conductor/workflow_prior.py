@@ -18,6 +18,11 @@ pairs puts into the examples the checker that adds most to each solver, and the 
 per domain, whether a check is worth its calls at all.
 Cost: workers x domains x ``prior_questions`` calls for the singles (as the per-worker prior), then
 top_workers^2 x domains x ``prior_questions`` two-call workflows.
+
+A cost-dial run (conductor/cost_dial.py) gets one menu per setting: the same calls, their rewards priced
+at each setting's weight, and the pairs among each setting's best workers alone (the union over settings is
+measured). The warm start then draws a prompt's examples from the menu of the setting its prompt states, so
+GRPO starts from a policy that already reads the setting.
 """
 
 from __future__ import annotations
@@ -25,15 +30,20 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
 from conductor.config import Config
+from conductor.cost_dial import card_of
 from conductor.example_workflows import MENU_SHAPE_OF_LENGTH, shape_workflow
+from conductor.rewards import RewardConfig, reward
+from conductor.rollout_record import RolloutRecord
+from conductor.rollout_summary import worker_tokens
 from conductor.tasks.task import Task
 from conductor.worker_prior import prior_tasks
 
 MenuItem = tuple[str, ...]                # worker ids by step: (w,) w solves; (a, b) a solves, b checks
 MenuPrior = dict[str, dict[MenuItem, float]]  # domain -> item -> weight (each domain's weights sum to 1)
+Setting = Optional[int]  # the cost-dial setting rewards are priced at; None: the run's one price
 
 
 def item_shape(item: MenuItem) -> str:
@@ -78,31 +88,45 @@ def roster_menu(prior: MenuPrior, domain: str, worker_ids: Sequence[str]) -> lis
             if all(worker in shown for worker in item)]
 
 
+def priced_mean(records: Sequence[RolloutRecord], rewards: RewardConfig, weight: Optional[float]) -> Optional[float]:
+    """The scored records' mean reward, each priced again at the cost dial's ``weight`` (None: as scored)."""
+    scored = [r for r in records if r.reward is not None]
+    values = [r.reward if weight is None else reward(
+        format_ok=r.format_ok, correct=r.correct, cost_usd=r.cost_usd, worker_tokens=worker_tokens(r),
+        infra_error=False, settings=rewards, score=r.score, cost_weight=weight) for r in scored]
+    return sum(values) / len(values) if values else None
+
+
 async def measure_items(config: Config, tasks: Sequence[Task], items: Sequence[MenuItem], tokenizer: Any, pool: Any,
-                        seed: int = 0) -> dict[MenuItem, float]:
-    """item -> mean reward over ``tasks`` (on the pool's full roster in its configured order, one round: a
-    recursive round would ask the same fixed workflow again). An item whose every call failed on
-    infrastructure is left out."""
+                        seed: int = 0) -> dict[Setting, dict[MenuItem, float]]:
+    """setting -> item -> mean reward over ``tasks`` (on the pool's full roster in its configured order, one
+    round: a recursive round would ask the same fixed workflow again); one setting, None, without a dial.
+    An item whose every call failed on infrastructure is left out."""
     from conductor.baselines import FixedWorkflows
     from conductor.rollout import RolloutRunner
 
     config = config.model_copy(update={"pool": config.pool.model_copy(update={"subset_size": None}),
                                        "rollout": config.rollout.model_copy(update={"recursive_fraction": 0.0})})
     index = {worker.id: position for position, worker in enumerate(config.pool.workers)}
-    means = {}
+    dial = card_of(config.reward)
+    weights = {None: None} if dial is None else {setting: dial.weight(setting) for setting in dial.settings}
+    means: dict[Setting, dict[MenuItem, float]] = {setting: {} for setting in weights}
     for item in items:
         workflow = shape_workflow(item_shape(item), [index[worker] for worker in item])
         runner = RolloutRunner(config, tokenizer, FixedWorkflows(lambda workflow=workflow: workflow), pool, seed=seed)
-        rewards = [record.reward for record in await runner.run(list(tasks), group_size=1) if record.reward is not None]
-        if rewards:
-            means[item] = sum(rewards) / len(rewards)
+        records = await runner.run(list(tasks), group_size=1, cost_quality=dial and dial.default)
+        for setting, weight in weights.items():
+            mean = priced_mean(records, config.reward, weight)
+            if mean is not None:
+                means[setting][item] = mean
     return means
 
 
-def measure_menu(config: Config, tasks: Sequence[Task], tokenizer: Any,
-                 seed: int = 0) -> tuple[MenuPrior, dict[str, dict[MenuItem, float]]]:
+def measure_menu(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0,
+                 ) -> tuple[dict[Setting, MenuPrior], dict[Setting, dict[str, dict[MenuItem, float]]]]:
     """The prior over an in-process pool (the config's providers and limits), and the mean rewards it came
-    from (for the run's log): singles first, then the pairs among each domain's best singles."""
+    from (for the run's log): singles first, then the pairs among each domain's best singles. Both by
+    cost-dial setting (one, None, without a dial)."""
     from conductor.local_pool import on_local_pool
 
     by_domain: dict[str, list[Task]] = defaultdict(list)
@@ -111,17 +135,21 @@ def measure_menu(config: Config, tasks: Sequence[Task], tokenizer: Any,
     singles = [(worker.id,) for worker in config.pool.workers] if config.sft.shapes.get("solve", 0) > 0 else []
     with_pairs = config.sft.shapes.get("verify", 0) > 0
 
-    async def measure(pool: Any) -> dict[str, dict[MenuItem, float]]:
-        rewards = {}
+    async def measure(pool: Any) -> dict[Setting, dict[str, dict[MenuItem, float]]]:
+        rewards: dict[Setting, dict[str, dict[MenuItem, float]]] = defaultdict(dict)
         for domain, domain_tasks in sorted(by_domain.items()):
             alone = await measure_items(config, domain_tasks, [(w.id,) for w in config.pool.workers],
                                         tokenizer, pool, seed)
-            pairs = pair_items({item[0]: r for item, r in alone.items()}, config.sft.prior_top_workers)
-            measured = {item: alone[item] for item in singles if item in alone}
-            if with_pairs:
-                measured |= await measure_items(config, domain_tasks, pairs, tokenizer, pool, seed)
-            rewards[domain] = measured
-        return rewards
+            pairs = list(dict.fromkeys(pair for by_item in alone.values() for pair in pair_items(
+                {item[0]: r for item, r in by_item.items()}, config.sft.prior_top_workers)))
+            paired = await measure_items(config, domain_tasks, pairs, tokenizer, pool, seed) if with_pairs else {}
+            for setting, by_item in alone.items():
+                best = set(pair_items({item[0]: r for item, r in by_item.items()}, config.sft.prior_top_workers))
+                measured = {item: by_item[item] for item in singles if item in by_item}
+                measured |= {item: r for item, r in paired.get(setting, {}).items() if item in best}
+                rewards[setting][domain] = measured
+        return dict(rewards)
 
     rewards = on_local_pool(config.pool, measure, seed=seed)
-    return menu_prior(rewards, config.sft.shapes, config.sft.prior_temperature), rewards
+    return ({setting: menu_prior(by_domain, config.sft.shapes, config.sft.prior_temperature)
+             for setting, by_domain in rewards.items()}, rewards)

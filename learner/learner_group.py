@@ -12,7 +12,6 @@ rebuilds the group from the newest checkpoint.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Optional
 
@@ -24,7 +23,7 @@ from conductor.config import LearnerConfig
 from conductor.rollout_record import RolloutRecord
 from conductor.run_output import RunOutput
 from conductor.weight_transfer import free_port
-from learner.train_batch import BatchStats, LearnerStats, build_sequences, shard, split
+from learner.train_batch import BatchStats, LearnerStats, accumulation_steps, build_sequences, plan_step
 
 RENDEZVOUS_ATTEMPTS = 3
 
@@ -38,12 +37,6 @@ def learner_bundles(config: LearnerConfig) -> list[dict[str, float]]:
     if config.num_gpus_per_rank > 0:
         bundle["GPU"] = config.num_gpus_per_rank
     return [dict(bundle) for _ in range(config.ranks)]
-
-
-def accumulation_steps(config: LearnerConfig, sequences_per_step: int) -> int:
-    """Micro-batches per optimizer step per rank, sized for a full step's sequences."""
-    per_rank_mini = math.ceil(sequences_per_step / (config.ranks * config.mini_batches))
-    return max(1, math.ceil(per_rank_mini / config.micro_batch_size))
 
 
 class LearnerGroup:
@@ -113,11 +106,8 @@ class LearnerGroup:
                                            first_round_weight=self.config.first_round_weight)
         if not sequences:
             return LearnerStats.skipped_step(), stats
-        per_rank = [split(share, self.config.mini_batches) for share in shard(sequences, self.config.ranks)]
-        normalisers = [sum(_count(per_rank[r][m], self.config.aggregation) for r in range(self.config.ranks))
-                       for m in range(self.config.mini_batches)]
-        tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in sequences)
-        results = self.wait([rank.train_step.remote(per_rank[r], normalisers, tokens)
+        plan = plan_step(sequences, self.config.ranks, self.config.mini_batches, self.config.aggregation)
+        results = self.wait([rank.train_step.remote(plan.per_rank[r], plan.normalisers, plan.tokens)
                              for r, rank in enumerate(self.ranks)])
         return LearnerStats.merge(results), stats
 
@@ -159,8 +149,3 @@ class LearnerGroup:
         if ranks:
             remove_placement_group(self.placement)
 
-
-def _count(sequences, how: str) -> float:
-    if how == "token":
-        return float(sum(len(s.completion_ids) for s in sequences))
-    return float(len(sequences))

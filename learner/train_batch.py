@@ -12,14 +12,18 @@ samples share micro-batches and its forward runs once (learner/shared_prompt.py)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from conductor.rollout_record import RolloutRecord
 from learner.grpo import group_advantages
+
+if TYPE_CHECKING:
+    from conductor.config import LearnerConfig
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,35 @@ def shard(sequences: Sequence[TrainSequence], ranks: int) -> list[list[TrainSequ
         for member in sorted(members, key=lambda s: len(s.completion_ids), reverse=True):
             place(lightest(), [member])  # too big for one rank's room: dealt one by one
     return shards
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """A training step's sequences dealt out: ``per_rank[r][m]`` is rank r's mini-batch m; ``normalisers[m]``
+    mini-batch m's token (or sequence) count over all ranks; ``tokens`` every prompt + completion token."""
+
+    per_rank: list[list[list[TrainSequence]]]
+    normalisers: list[float]
+    tokens: int
+
+
+def plan_step(sequences: Sequence[TrainSequence], ranks: int, mini_batches: int, aggregation: str) -> StepPlan:
+    """Whole prompt groups to ranks (``shard``), each rank's share cut into mini-batches (``split``)."""
+    per_rank = [split(share, mini_batches) for share in shard(sequences, ranks)]
+    normalisers = [sum(_count(per_rank[r][m], aggregation) for r in range(ranks)) for m in range(mini_batches)]
+    return StepPlan(per_rank, normalisers, sum(len(s.prompt_ids) + len(s.completion_ids) for s in sequences))
+
+
+def accumulation_steps(config: LearnerConfig, sequences_per_step: int) -> int:
+    """Micro-batches per optimizer step per rank, sized for a full step's sequences."""
+    per_rank_mini = math.ceil(sequences_per_step / (config.ranks * config.mini_batches))
+    return max(1, math.ceil(per_rank_mini / config.micro_batch_size))
+
+
+def _count(sequences: Sequence[TrainSequence], how: str) -> float:
+    if how == "token":
+        return float(sum(len(s.completion_ids) for s in sequences))
+    return float(len(sequences))
 
 
 def split(items: Sequence, parts: int) -> list[list]:

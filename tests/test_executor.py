@@ -4,7 +4,7 @@ import time
 import pytest
 
 from conductor.config import WorkerSpec
-from conductor.episode import EpisodeRunner
+from conductor.episode import EpisodeRunner, RoundHooks
 from conductor.executor import WorkflowExecutor
 from conductor.pool import WorkerCallError
 from conductor.roster import Roster
@@ -128,6 +128,49 @@ def test_root_round_three_empty_lists_and_bad_recursive_round_are_format_errors(
 def test_infra_error_in_episode_is_flagged_not_answered():
     episode = run(runner(echo_pool(failing=frozenset({"w1"}))).run("q", ROSTER, ROOT))
     assert episode.infra_error and episode.answer is None and episode.format_ok
+
+
+class FirstStepThenNothing(RoundHooks):
+    """A caller's cut (serving's is a cost cap): round 0 keeps its first step, later rounds keep none."""
+
+    def __init__(self):
+        self.previous_finals = []
+
+    def fit(self, workflow, trace, previous_final):
+        self.previous_finals.append(previous_final)
+        if trace.round:
+            return Workflow(())
+        trace.notes.append("kept the first step")
+        return Workflow(workflow.steps[:1])
+
+
+def test_a_caller_s_cut_runs_a_prefix_and_a_round_cut_to_nothing_is_skipped_keeping_the_answer():
+    async def conductor(messages):
+        return 'model_id = [2]\nsubtasks = ["repair"]\naccess_list = [["all"]]'
+
+    pool, hooks = echo_pool(), FirstStepThenNothing()
+    episode = run(runner(pool).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=conductor, hooks=hooks))
+    root, repair = episode.rounds
+    assert [call[0] for call in pool.calls] == ["w0"]  # the prefix ran; the skipped round called no worker
+    assert len(root.workflow.steps) == 1 and root.notes == ["kept the first step"] and not root.skipped
+    assert repair.skipped and not repair.steps and repair.workflow.steps[0].subtask == "repair"
+    assert episode.format_ok and episode.answer == root.answer and episode.answer.startswith("w0 saw")
+    assert hooks.previous_finals == [None, ("draft", root.answer)]
+
+
+def test_an_episode_step_limit_is_stated_in_its_prompt_and_cuts_a_longer_workflow():
+    prompts = []
+
+    async def conductor(messages):
+        prompts.append(messages)
+        return ACCEPT
+
+    pool = echo_pool()
+    episode = run(runner(pool).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=conductor, max_steps=1))
+    root = episode.rounds[0]
+    assert len(pool.calls) == 1 and len(root.workflow.steps) == 1 and episode.format_ok
+    assert root.notes == ["cut from 2 to 1 steps (max_steps)"]
+    assert "at most 1 steps" in prompts[0][0]["content"] and "at most 5 steps" not in prompts[0][0]["content"]
 
 
 def test_recursion_needs_a_conductor():

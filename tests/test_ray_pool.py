@@ -8,8 +8,9 @@ import pytest
 import ray
 
 from conductor.config import SimulatorConfig
-from conductor.pool import WorkerCallError
+from conductor.pool import ReplayMiss, WorkerCallError
 from conductor.rate_limits import fixed_window_peak, window_peak
+from conductor.response_cache_config import ResponseCacheConfig
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from tests.support.sim_helpers import ask
@@ -121,3 +122,39 @@ def test_attaching_to_a_pool_actor_with_another_config_is_refused(ray_local):
         with pytest.raises(ValueError, match="different provider or worker config"):
             RayPool(simulated_pool_config(sim.state.preset, sim.base_url, rpm=5))
         ray.kill(first.actors["sim"], no_restart=True)
+
+
+def test_a_replay_only_pool_actor_serves_its_cache_and_a_miss_crosses_as_replay_miss(ray_local, tmp_path):
+    from actors.worker_pool import RayPool
+
+    with SimulatorServer(SimulatorConfig(preset="toy", port=0, latency_scale=0.0)) as sim:
+        pool_config = simulated_pool_config(sim.state.preset, sim.base_url)
+        for mode in ("read-write", "replay-only"):
+            cache = ResponseCacheConfig(mode=mode, path=str(tmp_path))
+            pool = RayPool(pool_config.model_copy(update={"cache": cache}))
+            reply = asyncio.run(pool.chat("toy-arith", ask(sim.state.preset.tasks[0])))
+            assert reply.cached == (mode == "replay-only")
+            pool.flush()
+            stop_pool_actor()
+        assert sum(sim.state.counts.values()) == 1
+        pool = RayPool(pool_config.model_copy(update={"cache": cache}))
+        try:
+            with pytest.raises(ReplayMiss, match="holds no answer for worker toy-arith"):
+                asyncio.run(pool.chat("toy-arith", ask(sim.state.preset.tasks[1])))
+            assert pool.stats()["sim"]["cache"]["misses"] == 1
+        finally:
+            stop_pool_actor()
+
+
+def stop_pool_actor():
+    """Kill the provider's pool actor and wait until its name is free (ray.kill returns before it is)."""
+    from actors.worker_pool import actor_name
+
+    ray.kill(ray.get_actor(actor_name("sim")), no_restart=True)
+    gone_by = time.monotonic() + 60
+    while time.monotonic() < gone_by:
+        try:
+            ray.get_actor(actor_name("sim"))
+        except ValueError:
+            return
+        time.sleep(0.05)

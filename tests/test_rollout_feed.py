@@ -10,6 +10,7 @@ import pytest
 import ray
 
 from cluster.rollout_feed import RolloutFeed
+from conductor.pool import ReplayMiss
 from conductor.rollout import RolloutReceipt, RolloutRequest
 
 pytestmark = pytest.mark.slow
@@ -24,6 +25,8 @@ class SlowRolloutActor:
         self.calls.append(request.batch_id)
         if request.batch_id.startswith("broken"):
             raise ValueError("the store is unreachable")
+        if request.batch_id.startswith("replay"):
+            raise ReplayMiss("pool.cache is replay-only and holds no answer for worker w")
         time.sleep(float(request.batch_id.rsplit("-", 1)[-1]))
         return RolloutReceipt(request.batch_id, groups=len(request.tasks), versions=(os.getpid(),))
 
@@ -57,3 +60,14 @@ def test_a_request_failing_inside_the_actor_is_given_up_once(ray_local):
     assert [r.batch_id for r in feed.take_given_up()] == ["broken-0"] and feed.counters.reissued == 0
     with pytest.raises(RuntimeError, match="failed"):
         feed.run([RolloutRequest("broken-1", (), return_records=True)])
+
+
+def test_a_replay_miss_inside_the_actor_stops_the_feed_with_its_message(ray_local):
+    """Unlike any other failure inside the actor (given up, its groups replaced), a replay-only cache miss
+    ends the run: the feed raises it, as the driver's ``main`` reports it."""
+    feed = RolloutFeed([SlowRolloutActor.remote()])
+    feed.submit(RolloutRequest("replay-0", ()))
+    with pytest.raises(ReplayMiss, match="holds no answer for worker w"):
+        for _ in range(60):
+            feed.poll(timeout_s=1.0)
+    assert not feed.take_given_up()

@@ -9,6 +9,8 @@ import dataclasses
 import pytest
 
 from conductor.config import Config, PoolConfig, WorkerSpec
+from conductor.episode import EpisodeRunner
+from conductor.executor import WorkflowExecutor
 from conductor.pool import WorkerCallError
 from conductor.rollout import Sample
 from conductor.scripted_pool import ScriptedPool
@@ -239,3 +241,29 @@ def test_the_answer_s_limit_and_sampling_reach_its_worker_and_a_cut_answer_says_
     whole = asyncio.run(orchestrator(ScriptedConductor(SOLVE_VERIFY), ContextPool(10**6)).answer(
         ServeRequest(o.model("mini"), QUESTION, Controls())))
     assert whole.text == "mid says 42" and whole.finish_reason == "stop"
+
+
+class WholeCharTokenizer(CharTokenizer):
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
+        return [ord(c) % 256 for m in messages for c in m["content"]]
+
+
+def test_a_served_episode_is_training_s_the_same_worker_calls_and_recursive_prompt():
+    """Uncapped, the endpoint's episode is what training's EpisodeRunner does with the same Conductor turns."""
+    redo = 'model_id = [2]\nsubtasks = ["Check the answer above."]\naccess_list = ["all"]'
+    served_pool, conductor = pool(), ScriptedConductor(SOLVE_VERIFY, redo)
+    o = orchestrator(conductor, served_pool)
+    o.prompts.tokenizer = WholeCharTokenizer()
+    done = answer(o, "ultra")
+    training_pool, turns = pool(), []
+
+    async def turn(messages):
+        turns.append(messages)
+        return redo
+
+    roster = o.roster(o.model("ultra"), Controls())
+    episode = asyncio.run(EpisodeRunner(WorkflowExecutor(training_pool), (), max_steps=5).run(
+        QUESTION, roster, SOLVE_VERIFY, recursive_rounds=1, conductor=turn))
+    assert served_pool.calls == training_pool.calls and len(served_pool.calls) == 3
+    assert conductor.prompts[1] == WholeCharTokenizer().apply_chat_template(turns[0])
+    assert done.text == episode.answer == "cheap says 41"

@@ -5,7 +5,8 @@
 either accepts it (three empty lists) or writes a new workflow. Both sample at
 ``evaluate.conductor_temperature`` (0: greedy, the policy's single best workflow), one sample per question
 and repeat, with the prompt training used (roster, few-shot examples, prices), so a checkpoint is scored
-on exactly the task it learned.
+on exactly the task it learned. A cost-dial policy is scored at one setting (``evaluate.cost_quality``),
+which its prompt states as training's did.
 
 A root completion that is not a valid workflow is a wrong answer (``parse_error`` says why), never a
 fallback to some worker: the score is the Conductor's own. An invalid *recursive* turn leaves the previous
@@ -55,6 +56,7 @@ class ConductorPolicy:
     max_rounds: int
     name: str = "conductor"  # the report's name for this checkpoint
     constrain_format: bool = False  # decode under the workflow expression (conductor/workflow_constraint.py)
+    cost_quality: Optional[int] = None  # a dial policy's setting, stated in every prompt (conductor/cost_dial.py)
 
 
 @dataclass
@@ -71,7 +73,7 @@ class ConductorMethod:
         return replace(self.policy.sampling, format_regex=expression)
 
     async def attempt(self, task: Task, repeat: int) -> Attempt:
-        prompt = self.policy.prompts.task_prompt_ids(task, self.roster)
+        prompt = self.policy.prompts.task_prompt_ids(task, self.roster, self.policy.cost_quality)
         [[sample]] = await self.policy.generator.generate([prompt], 1, self._sampling(recursive=False))
         if sample.finish_reason == PROMPT_TOO_LONG:
             return Attempt(answer=None, infra_error=f"conductor prompt of {len(prompt)} tokens leaves no room "
@@ -86,7 +88,8 @@ class ConductorMethod:
 
         episode = await self.policy.episodes.run(
             task.prompt, self.roster, sample.text, recursive_rounds=self.rounds,
-            conductor=recursive_turn if self.rounds else None, root_truncated=sample.finish_reason == "length")
+            conductor=recursive_turn if self.rounds else None, root_truncated=sample.finish_reason == "length",
+            cost_quality=self.policy.cost_quality)
         root_error = episode.rounds[0].parse_error
         turn_error = next((r.parse_error.value for r in episode.rounds[1:] if r.parse_error), None)
         parse_error = root_error.value if root_error else (RECURSIVE_TURN + turn_error if turn_error else None)

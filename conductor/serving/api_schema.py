@@ -20,7 +20,8 @@ MAX_TOKENS_LIMIT = 1_000_000  # a bound far above any worker's; each worker's ow
 
 
 class Controls(BaseModel):
-    """``extra_body={"conductor": {...}}``: narrow what this request may do; never widen the model's limits."""
+    """``extra_body={"conductor": {...}}``: narrow what this request may do; never widen the model's limits.
+    ``cost_quality`` sets a dial policy's trade-off instead (a policy without the dial refuses it)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -28,6 +29,9 @@ class Controls(BaseModel):
     max_steps: Optional[int] = Field(default=None, ge=1, le=32)
     max_rounds: Optional[int] = Field(default=None, ge=0, le=8)
     max_cost_usd: Optional[float] = Field(default=None, gt=0)
+    cost_quality: Optional[int] = Field(default=None, ge=0, le=10, strict=True, description="the cost dial: 0 "
+                                        "cheapest .. 10 best quality, for a policy trained with it "
+                                        "(conductor/cost_dial.py); default: the model's")
     trace: bool = Field(default=False, description="return the workflow that answered (audit trail)")
 
 

@@ -1,7 +1,12 @@
 """One served request, end to end: the Conductor writes a workflow over the workers this request may use,
 the workflow is cut to the request's limits, the workers run it, and the last step's reply is the answer.
+The rounds are training's episode (conductor/episode.py ``EpisodeRunner``) with this request's hooks; this
+module adds the Conductor's turns, the fallback, the stream and the usage.
 
 Rules, in the order they apply:
+- Cost dial: a policy trained with it (``dial``, its cost_dial.json) gets the request's
+  ``conductor.cost_quality``, else the model's ``cost_quality``, else the policy's default, stated in its
+  prompt as training stated it; the trace says which. A policy without the dial refuses the setting (400).
 - Workers: the model's (``serve.models[].workers``), narrowed by ``conductor.workers``; asking for a worker
   the model does not have is a 400. Steps and rounds: the smaller of the model's and the request's.
 - Cost cap (the smaller of ``conductor.max_cost_usd`` and ``serve.limits.max_cost_usd``): if no allowed
@@ -14,7 +19,8 @@ Rules, in the order they apply:
 - A question too long for the Conductor's context is not tokenized (a bound from its longest token
   says so at once) and goes to the fallback; one that no allowed worker takes either (each refuses it
   for its context length) is a 400 ``context_length_exceeded``, not a worker failure. A long question is
-  tokenized off the event loop, so it cannot stall other requests.
+  tokenized off the event loop, so it cannot stall other requests. A Conductor turn with no room leaves
+  no round: the fallback's reason, or a note on the round whose answer stands, says why.
 - The answer's sampling: the request's ``temperature``, ``top_p`` and ``seed`` and its token limit go to
   the step that writes the answer (or the fallback); its finish reason is the answer's (``length`` when
   that limit cut it).
@@ -32,19 +38,21 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from conductor.config import Config, WorkerSpec
-from conductor.executor import ExecutionResult, WorkflowExecutor
-from conductor.pool import DeltaSink, WorkerPoolClient
+from conductor.cost_dial import DialCard, resolve_setting
+from conductor.episode import EpisodeRunner, RoundHooks, record_execution
+from conductor.executor import Turn, WorkflowExecutor
+from conductor.pool import WorkerPoolClient
 from conductor.prompt_builder import PromptBuilder
-from conductor.prompts import conductor_messages, recursive_messages
+from conductor.prompts import Messages, conductor_messages
 from conductor.rollout import PROMPT_TOO_LONG, Generator, SamplingSettings
 from conductor.roster import Roster
 from conductor.serve_config import ServedModel
 from conductor.serving.api_errors import ApiError
 from conductor.serving.api_schema import Controls
 from conductor.serving.cost_bounds import cut_to_budget, step_max_tokens
-from conductor.serving.served_trace import RoundRecord, ServedTrace, Usage, critical_path_s, workflow_json
-from conductor.trace import StepTrace
-from conductor.workflow import Step, Workflow, WorkflowParseError, parse_workflow
+from conductor.serving.served_trace import ServedTrace, Usage
+from conductor.trace import RoundTrace, StepTrace
+from conductor.workflow import Step, Workflow
 from conductor.workflow_constraint import workflow_regex
 
 FALLBACK_SUBTASK = "Answer the question. Give the final answer."
@@ -84,12 +92,15 @@ class ServedAnswer:
 
 
 class Orchestrator:
-    def __init__(self, config: Config, generator: Generator, tokenizer: Any, pool: WorkerPoolClient):
-        self.config, self.serve, self.generator = config, config.serve, generator
+    def __init__(self, config: Config, generator: Generator, tokenizer: Any, pool: WorkerPoolClient,
+                 dial: Optional[DialCard] = None):
+        self.config, self.serve, self.generator, self.dial = config, config.serve, generator, dial
         self.workers = {w.id: w for w in config.pool.workers}
         self.prompts = PromptBuilder(config, tokenizer)
         self.executor = WorkflowExecutor(pool, question_visibility=config.executor.question_visibility,
                                          parallel=config.executor.parallel_steps)
+        self.episodes = EpisodeRunner(self.executor, self.prompts.fewshot, max_steps=config.executor.max_steps,
+                                      show_prices=config.prompt.show_prices)
         self.models = {name: model for model in self.serve.models for name in model.names}
         if not self.models:
             raise ValueError("serve.models is empty: configure at least one model name to serve")
@@ -98,6 +109,8 @@ class Orchestrator:
             if unknown:
                 raise ValueError(f"serve.models {model.name}: unknown workers {unknown}; the pool has "
                                  f"{sorted(self.workers)}")
+        for model in self.serve.models:
+            resolve_setting(dial, model.cost_quality, f"serve.models {model.name}: cost_quality")
         unknown = sorted(set(self.serve.strongest_first) - set(self.workers))
         if unknown:
             raise ValueError(f"serve.strongest_first names unknown workers {unknown}")
@@ -127,6 +140,14 @@ class Orchestrator:
             allowed = [w for w in allowed if w in controls.workers]
         return Roster.full([self.workers[w] for w in allowed])
 
+    def cost_quality(self, model: ServedModel, controls: Controls) -> Optional[int]:
+        """The cost dial's setting for this request (None: the policy has no dial)."""
+        asked = controls.cost_quality if controls.cost_quality is not None else model.cost_quality
+        try:
+            return resolve_setting(self.dial, asked, "conductor.cost_quality")
+        except ValueError as exc:
+            raise ApiError(400, str(exc), param="conductor.cost_quality", code="unsupported_parameter") from None
+
     def start(self, request: ServeRequest, events: Optional[ServeEvents] = None) -> _Run:
         """Everything that can refuse the request before it runs (workers, cost cap): a stream is only
         opened for a request that passed."""
@@ -138,72 +159,86 @@ class Orchestrator:
         return await self.start(request, events).go()
 
 
-class _Run:
-    """The state of one request: limits, budget, usage, trace."""
+class _Run(RoundHooks):
+    """The state of one request (limits, budget, usage, trace) and its episode's round hooks: a workflow
+    cut to what is left of the cost cap, the answer's sampling, progress events, the answer streamed."""
 
     def __init__(self, orchestrator: Orchestrator, request: ServeRequest, events: Optional[ServeEvents]):
         self.o, self.request, self.events = orchestrator, request, events
         model, controls = request.model, request.controls
         self.roster = orchestrator.roster(model, controls)
+        self.cost_quality = orchestrator.cost_quality(model, controls)
         self.max_steps = min(model.max_steps, controls.max_steps or model.max_steps)
         self.rounds = min(model.max_rounds, model.max_rounds if controls.max_rounds is None else controls.max_rounds)
         caps = [c for c in (controls.max_cost_usd, orchestrator.serve.limits.max_cost_usd) if c is not None]
         self.cap = min(caps) if caps else None
         self.usage = Usage()
         self.trace = ServedTrace(model.name, list(self.roster.worker_ids),
-                                 {"max_steps": self.max_steps, "max_rounds": self.rounds, "max_cost_usd": self.cap})
+                                 {"max_steps": self.max_steps, "max_rounds": self.rounds, "max_cost_usd": self.cap},
+                                 cost_quality=self.cost_quality)
         self.started = time.perf_counter()
         self.sent_text = False
+        self.unasked: Optional[str] = None  # why the Conductor could not be asked for a turn
+        self.observer = _StepEvents(self)
+        self.answer_sink = self._deliver if events is not None else None
 
     # -- the flow ------------------------------------------------------------------------------------
 
     async def go(self) -> ServedAnswer:
-        question = self.request.question
-        record = RoundRecord(round=0)
-        self.trace.rounds.append(record)
-        text = await self._conduct(conductor_messages(question, self.roster, self.o.prompts.fewshot,
-                                                      max_steps=self.max_steps,
-                                                      show_prices=self.o.config.prompt.show_prices), record,
-                                   recursive=False)
-        workflow = self._parse(text, record, recursive=False) if text is not None else None
-        if workflow is None:
-            return await self._fallback(record.parse_error or "no workflow", failed=())
-        workflow = self._fit(workflow, record, previous_final_chars=0)
-        if not workflow.steps:
+        text = await self._conduct(self.root_messages(), recursive=False)
+        if text is None:
+            return await self._fallback(self.unasked or "no workflow", failed=())
+        episode = await self.o.episodes.run(self.request.question, self.roster, text, recursive_rounds=self.rounds,
+                                            conductor=self._recursive_turn, max_steps=self.max_steps, hooks=self,
+                                            cost_quality=self.cost_quality)
+        self.trace.rounds.extend(episode.rounds)
+        self._refuse_a_broken_stream(episode.infra_error)
+        root = episode.rounds[0]
+        if root.parse_error is not None:
+            return await self._fallback(f"{root.parse_error.value}: {root.parse_detail}", failed=())
+        if root.skipped:
             return await self._fallback("its first step does not fit the cost cap", failed=())
-        result = await self._execute(workflow, record, live=self.rounds == 0, round_index=0, previous_final=None)
-        if result.infra_error:
-            record.status = "failed"
-            failed = tuple(s.worker_id for s in result.steps if s.error and not s.error.startswith("not run"))
-            return await self._fallback(f"a worker failed: {result.infra_error}", failed=failed,
-                                        failure_kinds=(result.infra_error_kind,))
-        answer, final_turn, answer_streamed = result.answer, result.final_turn, self.rounds == 0
-        finish_reason = result.finish_reason
-        for round_index in range(1, self.rounds + 1):
-            record = RoundRecord(round=round_index)
-            self.trace.rounds.append(record)
-            messages = recursive_messages(question, self.roster, self.o.prompts.fewshot, previous_plan=text or "",
-                                          final_response=answer or "", max_steps=self.max_steps,
-                                          show_prices=self.o.config.prompt.show_prices)
-            text = await self._conduct(messages, record, recursive=True)
-            workflow = self._parse(text, record, recursive=True) if text is not None else None
-            if workflow is None or not workflow.steps:
-                record.status = "accepted_previous" if workflow is not None else "parse_error"
-                break
-            workflow = self._fit(workflow, record, previous_final_chars=len(final_turn[1]) if final_turn else 0)
-            if not workflow.steps:
-                record.status = "skipped"
-                record.notes.append("no step fits what is left of the cost cap: the previous answer stands")
-                break
-            result = await self._execute(workflow, record, live=round_index == self.rounds, round_index=round_index,
-                                         previous_final=final_turn)
-            if result.infra_error:
-                record.status = "failed"
-                record.notes.append(f"a worker failed ({result.infra_error}): the previous answer stands")
-                break
-            answer, final_turn, answer_streamed = result.answer, result.final_turn, round_index == self.rounds
-            finish_reason = result.finish_reason
-        return self._finish(answer or "", streamed=answer_streamed and self.sent_text, finish_reason=finish_reason)
+        if root.infra_error:
+            failed = tuple(s.worker_id for s in root.steps if s.error and not s.error.startswith("not run"))
+            return await self._fallback(f"a worker failed: {root.infra_error}", failed=failed,
+                                        failure_kinds=(root.infra_error_kind,))
+        for later in episode.rounds[1:]:
+            if later.infra_error:
+                later.notes.append(f"a worker failed ({later.infra_error}): the previous answer stands")
+        if self.unasked:
+            episode.rounds[-1].notes.append(f"round {len(episode.rounds)} not run: {self.unasked}; this answer stands")
+        answering = next(r for r in reversed(episode.rounds) if r.steps and not r.infra_error)
+        return self._finish(answering.answer or "", finish_reason=answering.steps[-1].finish_reason)
+
+    def root_messages(self) -> Messages:
+        """The Conductor's prompt for this request: the training prompt over the request's roster and steps."""
+        return conductor_messages(self.request.question, self.roster, self.o.prompts.fewshot, max_steps=self.max_steps,
+                                  show_prices=self.o.config.prompt.show_prices, cost_quality=self.cost_quality)
+
+    # -- the round hooks --------------------------------------------------------------------------------
+
+    def fit(self, workflow: Workflow, trace: RoundTrace, previous_final: Optional[Turn]) -> Workflow:
+        left = None if self.cap is None else self.cap - self.usage.cost_usd
+        fitted, _ = cut_to_budget(workflow, self.roster, self.request.question, left,
+                                  answer_max_tokens=self.request.answer_max_tokens,
+                                  previous_final_chars=len(previous_final[1]) if previous_final else 0)
+        if not fitted.steps:
+            trace.notes.append(f"no step fits what is left of the cost cap (${left:.6f})"
+                               + (": the previous answer stands" if trace.round else ""))
+        elif len(fitted.steps) < len(workflow.steps):
+            trace.notes.append(f"cut from {len(workflow.steps)} to {len(fitted.steps)} steps: the rest could "
+                               f"exceed the cost cap (${left:.6f} left)")
+        shown = fitted if fitted.steps else workflow
+        self._progress({"type": "workflow", "round": trace.round,
+                        "workers": [self.roster.worker_id(s.worker) for s in shown.steps], "steps": len(shown.steps)})
+        return fitted
+
+    def step_params(self, workflow: Workflow) -> list[Optional[dict[str, Any]]]:
+        """The answering step gets the request's token limit (within its worker's) and sampling."""
+        last = self.roster.workers[workflow.steps[-1].worker]
+        return [None] * (len(workflow.steps) - 1) + [
+            {"max_tokens": step_max_tokens(last, self.request.answer_max_tokens, final=True),
+             **self.request.answer_sampling}]
 
     # -- the parts ------------------------------------------------------------------------------------
 
@@ -217,17 +252,19 @@ class _Run:
                            "or allow cheaper workers", param="conductor.max_cost_usd", code="cost_cap_too_low")
 
     def _one_step(self, worker: WorkerSpec) -> tuple[Workflow, float]:
-        roster = Roster.full([worker])
-        one = Workflow((Step(worker=0, subtask=FALLBACK_SUBTASK, access=()),))
-        return cut_to_budget(one, roster, self.request.question, None,
+        """The fallback's workflow on this worker (one step, over the request's roster) and its cost bound."""
+        one = Workflow((Step(worker=self.roster.worker_ids.index(worker.id), subtask=FALLBACK_SUBTASK, access=()),))
+        return cut_to_budget(one, self.roster, self.request.question, None,
                              answer_max_tokens=self.request.answer_max_tokens)
 
-    async def _conduct(self, messages: list[dict[str, str]], record: RoundRecord, *,
-                       recursive: bool) -> Optional[str]:
+    async def _recursive_turn(self, messages: Messages) -> Optional[str]:
+        return await self._conduct(messages, recursive=True)
+
+    async def _conduct(self, messages: Messages, *, recursive: bool) -> Optional[str]:
+        """The Conductor's turn (None: it could not be asked, ``unasked`` says why)."""
         if len(self.request.question) > self.o.max_question_chars:
-            record.parse_error = (f"the question ({len(self.request.question)} characters) cannot fit the "
-                                  f"Conductor's context ({self.o.config.engine.max_model_len} tokens)")
-            record.status = "parse_error"
+            self.unasked = (f"the question ({len(self.request.question)} characters) cannot fit the "
+                            f"Conductor's context ({self.o.config.engine.max_model_len} tokens)")
             return None
         prompt = await self.o.prompt_ids(messages, len(self.request.question))
         model = self.request.model
@@ -241,57 +278,15 @@ class _Run:
         self.usage.conductor_prompt_tokens += len(prompt)
         self.usage.conductor_completion_tokens += len(sample.token_ids)
         if sample.finish_reason == PROMPT_TOO_LONG:
-            record.parse_error = f"the question leaves no room in the Conductor's context ({len(prompt)} tokens)"
-            record.status = "parse_error"
+            asked = "the recursive prompt" if recursive else "the question"
+            self.unasked = f"{asked} leaves no room in the Conductor's context ({len(prompt)} tokens)"
             return None
-        record.conductor_output = sample.text
         return sample.text
 
-    def _parse(self, text: str, record: RoundRecord, *, recursive: bool) -> Optional[Workflow]:
-        try:
-            workflow = parse_workflow(text, num_workers=len(self.roster),
-                                      max_steps=max(self.max_steps, self.o.config.executor.max_steps),
-                                      recursive_round=recursive)
-        except WorkflowParseError as exc:
-            record.parse_error, record.status = f"{exc.reason.value}: {exc.detail}", "parse_error"
-            return None
-        if len(workflow.steps) > self.max_steps:
-            record.notes.append(f"cut from {len(workflow.steps)} to {self.max_steps} steps (max_steps)")
-            workflow = Workflow(workflow.steps[:self.max_steps])
-        return workflow
-
-    def _fit(self, workflow: Workflow, record: RoundRecord, previous_final_chars: int) -> Workflow:
-        left = None if self.cap is None else self.cap - self.usage.cost_usd
-        fitted, _ = cut_to_budget(workflow, self.roster, self.request.question, left,
-                                      answer_max_tokens=self.request.answer_max_tokens,
-                                      previous_final_chars=previous_final_chars)
-        if fitted.steps and len(fitted.steps) < len(workflow.steps):
-            record.notes.append(f"cut from {len(workflow.steps)} to {len(fitted.steps)} steps: the rest could "
-                                f"exceed the cost cap (${left:.6f} left)")
-        record.workflow = workflow_json(fitted if fitted.steps else workflow, list(self.roster.worker_ids))
-        self._progress({"type": "workflow", "round": record.round,
-                        "workers": [s["worker"] for s in record.workflow], "steps": len(record.workflow)})
-        return fitted
-
-    async def _execute(self, workflow: Workflow, record: RoundRecord, *, live: bool, round_index: int,
-                       previous_final: Optional[tuple[str, str]], roster: Optional[Roster] = None) -> ExecutionResult:
-        roster = roster or self.roster
-        last = roster.workers[workflow.steps[-1].worker]
-        params = [None] * (len(workflow.steps) - 1) + [
-            {"max_tokens": step_max_tokens(last, self.request.answer_max_tokens, final=True),
-             **self.request.answer_sampling}]
-        sink: Optional[DeltaSink] = self._deliver if live and self.events is not None else None
-        result = await self.o.executor.execute(workflow, self.request.question, roster, round_index=round_index,
-                                               previous_final=previous_final, step_params=params,
-                                               observer=_Progress(self), final_sink=sink)
-        ran = [s for s in result.steps if s.response is not None]
-        self.usage.add_steps(ran)
-        self.trace.workers_s += critical_path_s(ran)
-        record.steps = result.steps
-        if result.infra_error and self.sent_text:  # part of the answer is out: no fallback can replace it
-            raise ApiError(502, f"The answering worker failed mid-answer: {result.infra_error}",
+    def _refuse_a_broken_stream(self, infra_error: Optional[str]) -> None:
+        if infra_error and self.sent_text:  # part of the answer is out: no fallback can replace it
+            raise ApiError(502, f"The answering worker failed mid-answer: {infra_error}",
                            kind="server_error", code="worker_failed")
-        return result
 
     async def _fallback(self, reason: str, failed: tuple[str, ...],
                         failure_kinds: tuple[Optional[str], ...] = ()) -> ServedAnswer:
@@ -299,22 +294,23 @@ class _Run:
         for worker_id in self.o.strength:
             if worker_id not in self.roster.worker_ids or worker_id in failed:
                 continue
-            worker = self.o.workers[worker_id]
-            one, bound = self._one_step(worker)
+            one, bound = self._one_step(self.o.workers[worker_id])
             if left is not None and bound > left:
                 continue
             self.trace.fallback = {"worker": worker_id, "reason": reason}
             self._progress({"type": "fallback", "worker": worker_id, "reason": reason})
-            record = RoundRecord(round=len(self.trace.rounds), workflow=workflow_json(one, [worker_id]),
-                                 notes=[f"fallback: {reason}"])
-            self.trace.rounds.append(record)
-            result = await self._execute(one, record, live=True, round_index=record.round, previous_final=None,
-                                         roster=Roster.full([worker]))
+            trace = RoundTrace(round=len(self.trace.rounds), conductor_text=None, workflow=one,
+                               notes=[f"fallback: {reason}"])
+            self.trace.rounds.append(trace)
+            result = await self.o.executor.execute(one, self.request.question, self.roster, round_index=trace.round,
+                                                   step_params=self.step_params(one), observer=self.observer,
+                                                   final_sink=self.answer_sink)
+            record_execution(trace, result)
+            self._refuse_a_broken_stream(result.infra_error)
             if result.infra_error:
-                record.status = "failed"
                 failed, failure_kinds = (*failed, worker_id), (*failure_kinds, result.infra_error_kind)
                 continue
-            return self._finish(result.answer or "", streamed=self.sent_text, finish_reason=result.finish_reason)
+            return self._finish(result.answer or "", finish_reason=result.finish_reason)
         if failure_kinds and all(kind == "context_length" for kind in failure_kinds):
             raise ApiError(400, f"The question ({len(self.request.question)} characters) is longer than the context "
                            f"of every allowed worker that could be asked ({', '.join(failed)}). Please reduce the "
@@ -326,10 +322,12 @@ class _Run:
         raise ApiError(400, f"No allowed worker can answer within the cost cap (${left:.6f} left; {reason}).",
                        param="conductor.max_cost_usd", code="cost_cap_too_low")
 
-    def _finish(self, text: str, streamed: bool, finish_reason: Optional[str]) -> ServedAnswer:
+    def _finish(self, text: str, finish_reason: Optional[str]) -> ServedAnswer:
+        """``streamed``: text went out only from the round whose answer nothing could replace, and that
+        round answered (a failure mid-answer is a 502), so the answer is what was sent."""
         total = time.perf_counter() - self.started
-        return ServedAnswer(text=text, usage=self.usage, trace=self.trace.json(self.usage, total), streamed=streamed,
-                            finish_reason=finish_reason or "stop")
+        return ServedAnswer(text=text, usage=self.usage, trace=self.trace.json(self.usage, total),
+                            streamed=self.sent_text, finish_reason=finish_reason or "stop")
 
     def _deliver(self, piece: str) -> None:
         self.sent_text = True
@@ -341,8 +339,8 @@ class _Run:
             self.events.progress(event)
 
 
-class _Progress:
-    """The executor's step observer: progress events, as steps start and end."""
+class _StepEvents:
+    """The executor's step observer: each answered call's usage, and progress events as steps start and end."""
 
     def __init__(self, run: _Run):
         self.run = run
@@ -351,6 +349,8 @@ class _Progress:
         self.run._progress({"type": "step.started", "round": round_index, "step": index, "worker": worker_id})
 
     def step_finished(self, trace: StepTrace) -> None:
+        if trace.error is None:
+            self.run.usage.add_step(trace)
         self.run._progress({"type": "step.finished", "round": trace.round, "step": trace.index,
                             "worker": trace.worker_id, "status": "ok" if trace.error is None else "error",
                             "tokens": trace.tokens_in + trace.tokens_out, "cost_usd": round(trace.cost_usd, 8),

@@ -1,7 +1,7 @@
 """What one served request leaves behind: its usage (the Conductor's tokens and the workers' apart, and the
 cost) and its trace, the audit trail of the workflow that answered: each round's Conductor output and
 workflow, each step's worker, subtask, access list, tokens, latency, cost and status, any cut or
-fallback and why, and where the time went.
+fallback and why, the cost dial's setting (a dial policy's), and where the time went.
 
 Time: ``overhead_s`` is the request's time beyond the Conductor's generation and the workers' critical
 path (the longest chain of step latencies through the access lists; steps that run side by side count
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from conductor.trace import StepTrace
+from conductor.trace import RoundTrace, StepTrace
 from conductor.workflow import Workflow
 
 
@@ -26,12 +26,12 @@ class Usage:
     cost_usd: float = 0.0
     worker_calls: int = 0
 
-    def add_steps(self, steps: list[StepTrace]) -> None:
-        for step in steps:
-            self.worker_prompt_tokens += step.tokens_in
-            self.worker_completion_tokens += step.tokens_out
-            self.cost_usd += step.cost_usd
-            self.worker_calls += 1
+    def add_step(self, step: StepTrace) -> None:
+        """A worker call that answered (a failed call leaves no tokens or cost on its trace)."""
+        self.worker_prompt_tokens += step.tokens_in
+        self.worker_completion_tokens += step.tokens_out
+        self.cost_usd += step.cost_usd
+        self.worker_calls += 1
 
     @property
     def prompt_tokens(self) -> int:
@@ -76,36 +76,41 @@ def critical_path_s(steps: list[StepTrace]) -> float:
     return max(finish.values(), default=0.0)
 
 
-@dataclass
-class RoundRecord:
-    round: int
-    conductor_output: Optional[str] = None
-    parse_error: Optional[str] = None
-    workflow: list[dict[str, Any]] = field(default_factory=list)
-    status: str = "ok"          # ok | accepted_previous | parse_error | skipped | failed
-    notes: list[str] = field(default_factory=list)
-    steps: list[StepTrace] = field(default_factory=list)
+def round_status(trace: RoundTrace) -> str:
+    """ok | accepted_previous | parse_error | skipped | failed"""
+    if trace.parse_error is not None:
+        return "parse_error"
+    if trace.accepted_previous:
+        return "accepted_previous"
+    if trace.skipped:
+        return "skipped"
+    return "failed" if trace.infra_error else "ok"
 
-    def json(self) -> dict[str, Any]:
-        return {"round": self.round, "conductor_output": self.conductor_output, "parse_error": self.parse_error,
-                "workflow": self.workflow, "status": self.status, "notes": self.notes,
-                "steps": [step_json(s) for s in self.steps]}
+
+def round_json(trace: RoundTrace, worker_ids: list[str]) -> dict[str, Any]:
+    """The API's shape of an episode's round (conductor/trace.py), its field names kept as served."""
+    parse_error = f"{trace.parse_error.value}: {trace.parse_detail}" if trace.parse_error is not None else None
+    return {"round": trace.round, "conductor_output": trace.conductor_text, "parse_error": parse_error,
+            "workflow": workflow_json(trace.workflow, worker_ids) if trace.workflow else [],
+            "status": round_status(trace), "notes": trace.notes, "steps": [step_json(s) for s in trace.steps]}
 
 
 @dataclass
 class ServedTrace:
     model: str
-    workers_allowed: list[str]
+    workers_allowed: list[str]  # the request's roster, in the order its workflows name them
     limits: dict[str, Any]
-    rounds: list[RoundRecord] = field(default_factory=list)
+    rounds: list[RoundTrace] = field(default_factory=list)
     fallback: Optional[dict[str, Any]] = None
     conductor_s: float = 0.0
-    workers_s: float = 0.0
+    cost_quality: Optional[int] = None  # the cost dial's setting the Conductor was given; None: no dial
 
     def json(self, usage: Usage, total_s: float) -> dict[str, Any]:
+        workers_s = sum(critical_path_s([s for s in r.steps if s.response is not None]) for r in self.rounds)
         return {"model": self.model, "workers_allowed": self.workers_allowed, "limits": self.limits,
-                "rounds": [r.json() for r in self.rounds], "fallback": self.fallback,
+                "cost_quality": self.cost_quality,
+                "rounds": [round_json(r, self.workers_allowed) for r in self.rounds], "fallback": self.fallback,
                 "usage": usage.breakdown(),
                 "timing": {"total_s": round(total_s, 4), "conductor_s": round(self.conductor_s, 4),
-                           "workers_critical_path_s": round(self.workers_s, 4),
-                           "overhead_s": round(max(0.0, total_s - self.conductor_s - self.workers_s), 5)}}
+                           "workers_critical_path_s": round(workers_s, 4),
+                           "overhead_s": round(max(0.0, total_s - self.conductor_s - workers_s), 5)}}

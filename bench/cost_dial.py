@@ -1,0 +1,149 @@
+"""One Conductor with a cost dial against three trained at fixed weights (issue 39, scope 4).
+
+    .venv/bin/python -m bench.cost_dial                       # paper-7: four training runs, six evaluations
+    .venv/bin/python -m bench.cost_dial --config configs/train-toy.yaml --name cost-dial-toy \\
+        --set sft.steps=150 --set train.steps=2 ...             # a tiny run, to see it work
+
+Trains (``python -m cluster.train``, one after another, each in its own Ray cluster):
+- ``train-cost-dial``: ``reward.cost_weight_range=[lo, hi]``, a weight drawn per question, its setting in
+  the prompt (conductor/cost_dial.py);
+- ``train-cost-fixed-q0``, ``-q5``, ``-q10``: ``reward.cost_penalty_per_usd`` at the weight of cheap (0),
+  balanced (5) and best (10);
+all kept by validation reward (``train.best_by=reward``), as ``make results-paper7``'s conductor_cost. Then
+evaluates (``python -m cluster.evaluate``) the dial policy at each of the three settings
+(``evaluate.cost_quality``) and each fixed policy, on the config's evaluation split (paper-7: held-out), each
+evaluation reusing the one before, so the last report holds all six rows (and the baselines, with
+``--baselines`` pointing at an earlier evaluation's outcomes.parquet, e.g. runs/eval-paper7-baselines/):
+its accuracy_cost.png is the accuracy-cost figure with the dial's three points on it.
+
+Writes ``<out>/<name>/`` (the report, its figures), ``<out>/<name>.json`` (the point set: each row's
+setting, weight, accuracy and $ per question, and the bar's verdict) and ``<out>/<name>.md``. The bar, per
+setting: the dial policy within 1.5 accuracy points and +-15% of the cost of the policy trained at that
+weight, or dominating it (as accurate or more, at no more cost). A run already finished (its policy/ has
+config.json) is reused, so an interrupted bench resumes. Exits 1 when the bar is not met (the files are
+written either way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conductor.cost_dial import NAMED_SETTINGS, weight_of
+
+REPO = Path(__file__).resolve().parents[1]
+ACCURACY_POINTS, COST_SHARE = 1.5, 0.15
+
+
+def run(module: str, config: str, overrides: list[str]) -> None:
+    args = [sys.executable, "-m", module, "--config", config]
+    for override in overrides:
+        args += ["--set", override]
+    print("$ " + " ".join(args), flush=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
+    if subprocess.run(args, cwd=REPO, env=env).returncode != 0:
+        raise SystemExit(f"{module} failed: " + " ".join(args))
+
+
+def trained(runs: Path, name: str, config: str, overrides: list[str]) -> Path:
+    policy = runs / name / "policy"
+    if not (policy / "config.json").is_file():
+        run("cluster.train", config, [*overrides, f"run_name={name}", "train.best_by=reward"])
+    return policy
+
+
+def verdict(dial: dict, fixed: dict) -> dict:
+    """The bar at one setting: within 1.5 points and +-15% of the fixed policy's cost, or dominating it."""
+    points = 100 * (dial["accuracy"] - fixed["accuracy"])
+    cost_ratio = dial["usd"] / fixed["usd"] if fixed["usd"] > 0 else float("inf") if dial["usd"] > 0 else 1.0
+    within = abs(points) <= ACCURACY_POINTS and abs(cost_ratio - 1) <= COST_SHARE
+    dominates = dial["accuracy"] >= fixed["accuracy"] and dial["usd"] <= fixed["usd"]
+    return {"accuracy_points": round(points, 3), "cost_ratio": round(cost_ratio, 4), "within": within,
+            "dominates": dominates, "meets_bar": within or dominates}
+
+
+def points(report: dict, weight_range: tuple[float, float]) -> dict:
+    """The six rows of the report as the point set, and the bar at each setting."""
+    rows, bar = [], {}
+    for label, setting in NAMED_SETTINGS.items():
+        pair = {}
+        for kind in ("dial", "fixed"):
+            cell = report["methods"][f"conductor_{kind}_q{setting}"]["average"]
+            pair[kind] = {"name": f"conductor_{kind}_q{setting}", "policy": kind, "setting": label,
+                          "cost_quality": setting, "weight": weight_of(setting, weight_range),
+                          "accuracy": cell["accuracy"], "usd": cell["usd"], "worker_tokens": cell["worker_tokens"]}
+            rows.append(pair[kind])
+        bar[label] = verdict(pair["dial"], pair["fixed"])
+    return {"points": rows, "bar": bar, "meets_bar": all(v["meets_bar"] for v in bar.values())}
+
+
+def markdown(result: dict, name: str, command: str) -> str:
+    lines = [f"# One Conductor with a cost dial against three trained at fixed weights ({name})", "",
+             f"Made by `{command}`. The dial policy drew a weight per question from {result['weight_range']} "
+             "(`reward.cost_weight_range`) and was evaluated at three `evaluate.cost_quality` settings; each fixed "
+             "policy was trained at that setting's weight (`reward.cost_penalty_per_usd`). The bar: within "
+             f"{ACCURACY_POINTS} accuracy points and ±{COST_SHARE:.0%} of the fixed policy's cost, or dominating it.",
+             "", "| setting | cost_quality | weight | dial accuracy | fixed accuracy | points | dial $ | fixed $ | "
+             "cost ratio | meets the bar |", "|---|---|---|---|---|---|---|---|---|---|"]
+    by_name = {row["name"]: row for row in result["points"]}
+    for label, setting in NAMED_SETTINGS.items():
+        dial, fixed = by_name[f"conductor_dial_q{setting}"], by_name[f"conductor_fixed_q{setting}"]
+        check = result["bar"][label]
+        meets = "yes (dominates)" if check["dominates"] else "yes" if check["within"] else "no"
+        lines.append(f"| {label} | {setting} | {dial['weight']:g} | {100 * dial['accuracy']:.2f} | "
+                     f"{100 * fixed['accuracy']:.2f} | {check['accuracy_points']:+.2f} | {dial['usd']:.5f} | "
+                     f"{fixed['usd']:.5f} | {check['cost_ratio']:.3f} | {meets} |")
+    overall = "the dial meets the bar at every setting" if result["meets_bar"] else "the bar is not met"
+    lines += ["", f"Overall: {overall}. The whole report: [{name}/report.md]({name}/report.md).", "",
+              f"![accuracy against cost]({name}/accuracy_cost.png)", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/train-paper7.yaml")
+    parser.add_argument("--range", type=float, nargs=2, default=[0.0, 20.0], metavar=("LO", "HI"),
+                        help="reward.cost_weight_range: the dial's weight at cost_quality 10 and 0")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="a dotted override for every run and evaluation (e.g. a tiny size)")
+    parser.add_argument("--runs", default="runs", help="where the four training runs are (output.dir)")
+    parser.add_argument("--out", default="docs/results", help="where the report and point set go")
+    parser.add_argument("--name", default="cost-dial")
+    parser.add_argument("--baselines", default=None, help="an earlier evaluation's outcomes.parquet of the same "
+                        "questions, its rows put on the figure (e.g. runs/eval-paper7-baselines/outcomes.parquet)")
+    args = parser.parse_args()
+    lo, hi = args.range
+    runs = Path(args.runs)
+    common = [*args.overrides, f"output.dir={runs}"]
+    policies = {"dial": trained(runs, "train-cost-dial", args.config,
+                                [*common, f"reward.cost_weight_range=[{lo},{hi}]"])}
+    for setting in NAMED_SETTINGS.values():
+        policies[f"q{setting}"] = trained(runs, f"train-cost-fixed-q{setting}", args.config,
+                                          [*common, f"reward.cost_penalty_per_usd={weight_of(setting, (lo, hi))}"])
+    reuse = [args.baselines] if args.baselines else []
+    steps = [(f"conductor_dial_q{s}", policies["dial"], [f"evaluate.cost_quality={s}"])
+             for s in NAMED_SETTINGS.values()]
+    steps += [(f"conductor_fixed_q{s}", policies[f"q{s}"], []) for s in NAMED_SETTINGS.values()]
+    for index, (row, policy, extra) in enumerate(steps):
+        last = index == len(steps) - 1
+        where = [f"output.dir={args.out}", f"run_name={args.name}"] if last else [f"output.dir={runs}",
+                                                                                 f"run_name=eval-{row}"]
+        run("cluster.evaluate", args.config, [*args.overrides, *extra, f"evaluate.policy={policy}",
+                                              f"evaluate.conductor_name={row}", "evaluate.methods=[conductor]",
+                                              f"evaluate.reuse=[{','.join(reuse)}]", *where])
+        reuse = [str(Path(args.out if last else runs, args.name if last else f"eval-{row}", "outcomes.parquet"))]
+    report = json.loads(Path(args.out, args.name, "report.json").read_text())
+    result = {"weight_range": [lo, hi], **points(report, (lo, hi))}
+    Path(args.out, f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    command = "python -m bench.cost_dial " + " ".join(sys.argv[1:])
+    Path(args.out, f"{args.name}.md").write_text(markdown(result, args.name, command.strip()))
+    print(Path(args.out, f"{args.name}.md").read_text())
+    return 0 if result["meets_bar"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
