@@ -36,6 +36,7 @@ from conductor.cost_dial import policy_card, resolve_setting
 from conductor.episode import EpisodeRunner
 from conductor.evaluation import domain_table
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
+from conductor.evaluation.cost_estimate import estimate
 from conductor.evaluation.earlier_outcomes import earlier_outcomes
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext
@@ -52,6 +53,7 @@ from conductor.roster import Roster
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
+from conductor.simulator_config import SIMULATED_PROVIDER_ID
 from conductor.tasks import Task, load_tasks
 from conductor.tasks.splits import configured_splits
 from conductor.verifiers.judge import bind_judge
@@ -145,6 +147,7 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
         reused = reused_conductor_kinds(config, skip)
         names = [n for n in config.evaluate.methods if n not in reused]  # read, so no policy is needed
         methods = [m for m in build_methods(names, context) if m.name not in skip]
+        print_expected_cost(config, console, [m.name for m in methods], tasks, train)
         total = len(methods) * len(tasks) * config.evaluate.repeats
         columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[last]}"))
@@ -165,6 +168,17 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
             return await harness.run(methods, tasks, config.evaluate.repeats, on_done, on_prepare)
     finally:
         await pool.close()
+
+
+def print_expected_cost(config: Config, console: Console, methods: Sequence[str], tasks: Sequence[Task],
+                        train: Sequence[Task]) -> None:
+    """Before any call, where the pool bills: what the evaluation should cost (conductor/evaluation/
+    cost_estimate.py says how rough). A simulated or loopback provider (the simulator, a local server) is free."""
+    from actors.worker_pool import is_loopback
+
+    paid = {p.id for p in config.pool.providers if not is_loopback(p.base_url)}
+    if any(w.provider in paid and (w.price_in_per_m or w.price_out_per_m) for w in config.pool.workers):
+        console.print(estimate(config, methods, tasks, train).line())
 
 
 def print_table(console: Console, table: dict, domains: list[str]) -> None:
@@ -243,7 +257,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
     table = summarise(outcomes)
     domains = sorted({t.domain for t in tasks})
     print_table(console, table, domains)
-    simulated = not config.pool.workers or config.pool.providers[0].id == "sim"
+    simulated = not config.pool.workers or config.pool.providers[0].id == SIMULATED_PROVIDER_ID
     meta = {"title": config.evaluate.title, "command": command, "questions": len(tasks),
             "repeats": config.evaluate.repeats, "split": config.evaluate.split, "seed": config.seed,
             "workers": [w.id for w in config.pool.workers], **judge_meta(config, outcomes),

@@ -37,6 +37,7 @@ from cluster.group_collector import GroupCollector
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
+from cluster.run_spend import RunSpend
 from cluster.step_stats import StalenessStats, StepStats
 from cluster.train_state import (
     Checkpoints,
@@ -72,6 +73,7 @@ class GrpoRecipe:
         self.started = time.time()
         self.restore_tag: str | None = None  # what a rebuilt learner loads (default: the newest checkpoint)
         self.reissued_counted = 0            # re-issued rollout requests already added to state.faults
+        self.stopped = None                  # the spend cap's BudgetStop, when it ended the loop early
 
     # -- setup ------------------------------------------------------------------------------------------
 
@@ -89,6 +91,7 @@ class GrpoRecipe:
         self.console.print(f"outputs: {self.out.url}")
         if not config.train.resume:
             archive_previous_run(self.out, self.console)
+        self.spend = RunSpend(config, self.out)
         self.splits = configured_splits(tasks_for(config), config.train)
         self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
                            f"{len(self.splits.heldout)} held-out")
@@ -101,7 +104,8 @@ class GrpoRecipe:
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
         self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
         tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
-        self.baselines = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
+        self.baselines, baseline_spend = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
+        self.spend.add(baseline_spend)
         figures = report.baseline_summary(self.baselines)
         self.console.print(f"held-out baselines: best single {figures['best_single_accuracy']:.3f}, "
                            f"random router {figures['random_router_accuracy']:.3f}")
@@ -120,6 +124,7 @@ class GrpoRecipe:
         self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
         self.cache = CacheMeter(self.pool, enabled=config.pool.cache.mode != "off")
         self.pool_meter = PoolMeter(lambda: self.pool.stats(allow_unavailable=True))  # training's share of its work
+        self.spend.attach(self.pool, val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
@@ -184,10 +189,14 @@ class GrpoRecipe:
         self.pool_meter.resume()
         with report.progress_bar(self.console, config.train.steps, state.step) as progress:
             while state.step < config.train.steps:
+                self.stopped = self.spend.stop_before_next(state)
+                if self.stopped:
+                    self.console.print(f"[yellow]{self.stopped.line()}[/]")
+                    break
                 stats = self.train_step()
                 if stats is None:
                     continue  # the learner group was rebuilt mid-step; the step's groups were dropped
-                row = stats.row() | self.cache.step()
+                row = stats.row() | self.cache.step() | self.spend.step_row(state)
                 state.history.append(row)
                 self.console.print(report.log_line(row))
                 progress.update(state.step, f"reward {row['mean_reward']:.2f} best {max(state.best_val, 0):.2f}")
@@ -298,9 +307,9 @@ class GrpoRecipe:
 
     def _validate(self) -> None:
         state = self.state
-        with self.metrics.phase("eval"):
+        with self.metrics.phase("eval"), self.spend.validation() as cost:
             result = self.evaluate(list(self.splits.val))
-        state.evals.append(best.validation_row(state.step, result))
+        state.evals.append(dict(best.validation_row(state.step, result), **self.spend.validation_row(cost)))
         self.metrics.update({"val_accuracy": result.accuracy})
         score = best.validation_score(result, self.config.train)
         better = score > state.best_val
@@ -375,7 +384,8 @@ class GrpoRecipe:
                                      policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
                                      chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
                                      wall_seconds=time.time() - self.started, store=self.store_path,
-                                     training_pool=self.pool_meter.report(), **self.cache.summary())
+                                     training_pool=self.pool_meter.report(), **self.cache.summary(),
+                                     **self.spend.summary(state, self.stopped))
         publish_trained(self.out)
         report.write_summary(self.out, summary)
         self.console.print(report.results_table(summary))

@@ -40,12 +40,18 @@ def validation_line(result: Any, *, kept: bool, within_budget: bool, best_val: f
 
 
 def log_line(row: dict[str, Any]) -> str:
-    """A step's line; a judge's calls and $ per rollout (judged kinds) follow, apart from the workers' ``$``."""
+    """A step's line; a judge's calls and $ per rollout (judged kinds) follow, apart from the workers' ``$``, then
+    what the run has spent (workers and judge, every segment) and its cost forecast (conductor/cost_forecast.py)."""
     parts = [f"step {row['step']:>4} v{row['version']:<4}"]
     parts += [f"{label} {fmt.format(row[key])}" for key, label, fmt in LOG_FIELDS if key in row]
     if row.get("judge_calls_per_rollout"):
         parts.append(f"judge {row['judge_calls_per_rollout']:.2f} calls {row['judge_tokens_per_rollout']:.0f} tok "
                      f"${row['judge_cost_usd_per_rollout']:.5f}")
+    if "spent_usd" in row:
+        parts.append(f"spent ${row['spent_usd']:.4f}")
+    if "forecast_usd" in row:
+        parts.append(f"forecast ${row['forecast_usd']:.4f} (${row['forecast_low_usd']:.4f}-"
+                     f"${row['forecast_high_usd']:.4f})")
     if row.get("infra_errors"):
         parts.append(f"infra {row['infra_errors']}")
     return " | ".join(parts)

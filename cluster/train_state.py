@@ -18,6 +18,7 @@ from typing import Any, Optional
 from rich.console import Console
 
 from conductor.run_output import RunOutput
+from conductor.spend_meter import LEDGER
 
 
 @dataclass
@@ -116,9 +117,10 @@ def resume_trained_log(out: RunOutput, last_step: int) -> None:
 
 
 def archive_previous_run(out: RunOutput, console: Console) -> None:
-    """A fresh run where a previous run wrote: its checkpoints and audit log move aside (a rollback must
-    never load another run's weights); the warm start and the store stay (reused)."""
-    old = [name for name in ("checkpoints", TRAINED_LOG) if out.exists(name)]
+    """A fresh run where a previous run wrote: its checkpoints, audit log and spend ledger move aside (a
+    rollback must never load another run's weights; its spend is not this run's); the warm start and the
+    store stay (reused)."""
+    old = [name for name in ("checkpoints", TRAINED_LOG, LEDGER) if out.exists(name)]
     if old:
         target = ("previous", time.strftime("%Y%m%d-%H%M%S"))
         for name in old:

@@ -89,8 +89,14 @@ def domain_table_accuracy(outcomes: dict[str, Sequence[RolloutRecord]]) -> float
     return right / len(questions) if questions else 0.0
 
 
-def run_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0) -> dict[str, dict[str, float]]:
-    """``evaluate_baselines`` over an in-process pool (the same providers and limits as the config)."""
+def run_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any,
+                  seed: int = 0) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """``evaluate_baselines`` over an in-process pool (the same providers and limits as the config), and what
+    that pool spent, by provider (the run's spend cap counts it: conductor/spend_meter.py)."""
     from conductor.local_pool import on_local_pool
 
-    return on_local_pool(config.pool, lambda pool: evaluate_baselines(config, tasks, tokenizer, pool, seed), seed=seed)
+    async def measure(pool: Any) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+        results = await evaluate_baselines(config, tasks, tokenizer, pool, seed)
+        return results, {provider: stats["cost_usd"] for provider, stats in pool.stats().items()}
+
+    return on_local_pool(config.pool, measure, seed=seed)

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
+from conductor.budget_config import BudgetConfig, check_budget
 from conductor.calibrate_config import CalibrateConfig
 from conductor.config_section import Section
 from conductor.dataset_config import DatasetSpec as DatasetSpec
@@ -361,6 +362,7 @@ class Config(Section):
     sft: SftConfig = Field(default_factory=SftConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
@@ -380,6 +382,11 @@ class Config(Section):
     @model_validator(mode="after")
     def _judge_callable(self) -> Config:
         check_judge(self)
+        return self
+
+    @model_validator(mode="after")
+    def _budget_names_providers(self) -> Config:
+        check_budget(self)
         return self
 
     def store(self) -> tuple[str, dict[str, Any]]:

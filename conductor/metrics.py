@@ -56,7 +56,8 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                      "faults of summary.json)", ("run", "kind")),
 }
 DRIVER_GAUGES = ("mean_reward", "accuracy", "format_rate", "steps_per_workflow", "cost_usd_per_rollout", "step_s",
-                 "val_accuracy", "policy_version")
+                 "val_accuracy", "policy_version",
+                 "spent_usd", "forecast_usd", "forecast_low_usd", "forecast_high_usd")  # conductor/cost_forecast.py
 for _key in DRIVER_GAUGES:
     FAMILIES[f"conductor_train_{_key}"] = ("gauge", f"training: {_key} of the last step", ("run",))
 

@@ -8,6 +8,8 @@ from pydantic import Field, field_validator, model_validator
 
 from conductor.config_section import Section
 
+SIMULATED_PROVIDER_ID = "sim"  # the one provider of a simulated pool (conductor/simulator/presets.py)
+
 
 class FaultRates(Section):
     """Per-request probabilities of each injected fault in the simulated worker server."""

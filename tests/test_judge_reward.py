@@ -151,7 +151,7 @@ def test_k_samples_combine_by_majority_or_mean(tmp_path):
 def test_training_records_and_the_evaluation_report_count_the_judge_apart_from_the_workers(tmp_path):
     """The rollout runner (training's scoring) and cluster.evaluate (no Ray) over the simulated toy-judged pool:
     the judge's calls, tokens and $ in the records, the step log line, summary.json's figures and the report;
-    the reward's cost penalty prices the workers' $ only."""
+    the reward's cost penalty prices the workers' $ only; the spend cap counts both."""
     rewards = RewardConfig(cost_penalty_per_usd=100.0)
     with simulated(tmp_path, error_rate=0.0) as sim:
         pool_config = simulated_pool_config(sim.state.preset, sim.base_url)
@@ -163,12 +163,15 @@ def test_training_records_and_the_evaluation_report_count_the_judge_apart_from_t
         async def roll():
             pool = LocalPool(pool_config)
             try:
-                return await RolloutRunner(config, FakeTokenizer(), FixedRouter(lambda: 1), pool).run(tasks, 1)
+                runner = RolloutRunner(config, FakeTokenizer(), FixedRouter(lambda: 1), pool)
+                return await runner.run(tasks, 1), pool.stats()
             finally:
                 await pool.close()
 
-        records = asyncio.run(roll())
+        records, pool_stats = asyncio.run(roll())
     assert all(r.judge_calls == 1 and r.judge_tokens > 0 and r.judge_cost_usd > 0 for r in records)
+    # the pool's $ counter, which a training run's spend cap reads (conductor/spend_meter.py), holds both
+    assert pool_stats["sim"]["cost_usd"] == pytest.approx(sum(r.cost_usd + r.judge_cost_usd for r in records))
     for record in records:
         worker_usd = sum(step["cost_usd"] for step in record.steps)
         assert record.cost_usd == pytest.approx(worker_usd)  # the judge's $ is not the workers'

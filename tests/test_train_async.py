@@ -1,6 +1,7 @@
 """`cluster.train` in asynchronous mode, end to end in a subprocess (real vLLM, Ray, DeepSpeed, simulator):
-the staleness bound on every trained record, and a run that heals itself while a chaos monkey kills a
-rollout actor, an engine and a learner rank under 20% injected worker faults."""
+the staleness bound on every trained record, a spend cap that stops a resumed run before it and a raised
+one that lets it finish, and a run that heals itself while a chaos monkey kills a rollout actor, an engine
+and a learner rank under 20% injected worker faults."""
 
 import collections
 import json
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conductor.replay_store import ReplayStore
+from conductor.spend_cap import HEADROOM
 from tests.support.toy_warm_start import TOY_WARM_START
 from tests.support.train_cli import run_train
 
@@ -46,6 +48,7 @@ def check_exactly_once(run: Path, steps: list[dict]) -> None:
     assert all(stored[rid] == 1 for rid in trained), "a trained rollout is missing from, or doubled in, the store"
 
 
+@pytest.mark.timeout(1500)  # three segments: 5 steps, resumed under a cap, resumed to the end
 def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, toy_warm_start):
     done = train(tmp_path, "run_name=async", "train.steps=5", "train.eval_every=5", "learner.checkpoint_every=5",
                  warm=toy_warm_start)
@@ -64,6 +67,52 @@ def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, toy_warm_st
     check_exactly_once(run, steps)
     logged = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("step ")]
     assert logged == ["1", "2", "3", "4", "5"]
+    resume_under_a_spend_cap(tmp_path, run, done.stdout)
+
+
+def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
+    """The 5-step run, metered and forecast, resumed to 6 steps under a cap that its closing held-out
+    evaluation fits but the next step does not, as the stop rule projects it (conductor/spend_cap.py) from the
+    figures the checkpoint and the ledger carry: it stops before step 6, keeps its checkpoint, evaluates and
+    ends within the cap; resumed again with a raised cap it trains step 6 and finishes, the spend carried over
+    both resumes and every group still trained exactly once. The figures are the run's own: the same
+    baselines and held-out evaluation of the same policy cost what they cost the first time."""
+    uncapped = json.loads((run / "summary.json").read_text())
+    state = json.loads((run / "checkpoints" / "step-5" / "trainer_state.json").read_text())
+    phases = uncapped["segment_spend_usd"]
+    assert uncapped["stopped"] is None and uncapped["budget_usd"] is None
+    assert uncapped["spent_usd"] == pytest.approx(sum(phases.values()))
+    assert phases["baselines"] > 0 and phases["training_steps"] > 0, phases
+    assert [forecast["step"] for forecast in uncapped["cost_forecasts"]] == [2, 3, 4, 5]  # from the second step
+    assert f"spent ${state['history'][-1]['spent_usd']:.4f}" in log and "forecast $" in log
+
+    # before step 6: spent S (the first run's, then the baselines again), the next step at (1 + k) x the
+    # largest step (and, the last, its validation: more still), the held-out evaluation at the last
+    # validation's cost (6 questions, 6 held-out)
+    spent = uncapped["spent_usd"] + phases["baselines"]
+    projected = HEADROOM * (2 * max(row["step_cost_usd"] for row in state["history"])
+                            + state["evals"][-1]["val_cost_usd"])
+    assert phases["closing"] < projected  # the held-out evaluation (and calls in flight) within its reserve
+    cap = spent + (phases["closing"] + projected) / 2
+    stopped = train(tmp_path, "run_name=async", "train.steps=6", "train.resume=true", f"budget.max_usd={cap}")
+    assert stopped.returncode == 0, stopped.stdout[-2000:] + stopped.stderr[-3000:]
+    assert "resumed from step-5" in stopped.stdout
+    assert stopped.stdout.count("budget: stopped before step 6: the run has spent $") == 1
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stopped"] == "budget" and summary["stopped_before_step"] == 6 and summary["steps"] == 5
+    assert uncapped["spent_usd"] < summary["spent_usd"] <= cap  # carried over, and within the cap
+    assert json.loads((run / "checkpoints" / "latest.json").read_text())["tag"] == "step-5"
+    assert isinstance(summary["heldout_accuracy"], float)
+
+    finished = train(tmp_path, "run_name=async", "train.steps=6", "train.resume=true", f"budget.max_usd={10 * cap}")
+    assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-3000:]
+    assert "resumed from step-5" in finished.stdout and "budget: stopped" not in finished.stdout
+    final = json.loads((run / "summary.json").read_text())
+    assert final["stopped"] is None and final["steps"] == 6
+    assert final["spent_usd"] == pytest.approx(summary["spent_usd"] + sum(final["segment_spend_usd"].values()))
+    steps = trained_groups(run)
+    assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 6]
+    check_exactly_once(run, steps)
 
 
 def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_path, toy_warm_start):

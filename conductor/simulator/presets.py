@@ -15,6 +15,7 @@ from conductor.config import PoolConfig, ProviderSpec, SimulatorConfig, WorkerSp
 from conductor.dataset_config import DatasetSpec
 from conductor.simulator.preset_file import PresetFile, TaskSource, preset_datasets, read_preset_file
 from conductor.simulator.unseen import unseen_accuracy
+from conductor.simulator_config import SIMULATED_PROVIDER_ID
 from conductor.tasks.loader import load_tasks
 from conductor.tasks.open_ended import open_ended_entry
 from conductor.tasks.task import Task
@@ -108,8 +109,8 @@ def load_preset(config: SimulatorConfig) -> SimPreset:
 
 def simulated_pool_config(preset: SimPreset, base_url: str, **provider_limits: object) -> PoolConfig:
     """The pool spec that calls ``preset``'s workers, and its judge, on a simulator at ``base_url`` (one provider)."""
-    provider = ProviderSpec(id="sim", base_url=base_url, **provider_limits)
-    workers, judges = ([WorkerSpec(id=w.name, description=w.description, provider="sim",
+    provider = ProviderSpec(id=SIMULATED_PROVIDER_ID, base_url=base_url, **provider_limits)
+    workers, judges = ([WorkerSpec(id=w.name, description=w.description, provider=SIMULATED_PROVIDER_ID,
                                    price_in_per_m=w.price_in_per_m, price_out_per_m=w.price_out_per_m) for w in group]
                        for group in (preset.workers, (preset.judge,) if preset.judge else ()))
     return PoolConfig(providers=[provider], workers=workers, judges=judges)

@@ -1,0 +1,98 @@
+"""The spend cap's stop rule (``budget`` section), checked by cluster/train.py before every training step.
+
+For each cap in force (``budget.max_usd`` over all providers, ``budget.max_usd_per_provider`` for one), with
+``S`` what the run has spent under it so far (every segment: conductor/spend_meter.py) and the step and
+validation costs measured so far (conductor/cost_forecast.py's v and h):
+
+    next    = (1 + k) x max(cost of each of the last RECENT_STEPS steps)  +  [the next step validates] x v
+    reserve = h                                      (the closing held-out evaluation of the best policy)
+    stop before the next step   if   S + HEADROOM x (next + reserve) > cap   or   S >= cap
+
+``k`` is ``train.max_staleness``: training asynchronously, rollouts for up to k later steps are already
+admitted when the run stops, and they run to their end. ``HEADROOM`` (1.5) leaves room for a step half again
+as costly as the largest recent one, and a held-out evaluation half again as costly as its estimate (the
+best policy is not the last one validated, nor are its questions the validation's).
+
+What this guarantees: the run stops before a step that its recent steps say would not fit, keeps its
+checkpoint, evaluates and writes its summary. It stays within the cap when the step after the last check
+and the held-out evaluation together cost at most HEADROOM x (next + reserve). Otherwise, since the check runs
+between steps, the spend passes the cap by at most their excess over that: one step's calls (with the k steps
+admitted beside it) and the held-out evaluation's, never more. Before its first measured step a fresh run
+has nothing to project from: step 1 runs unless the cap is already spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from conductor.cost_forecast import CostHistory, RunShape, heldout_estimate, scaled, validation_estimate
+from conductor.spend_meter import ByProvider, add
+
+RECENT_STEPS = 5
+HEADROOM = 1.5
+
+
+def largest(costs: tuple[ByProvider, ...]) -> ByProvider:
+    """Per provider and for the whole run (key ``None``), the largest of ``costs``."""
+    keys = {provider for cost in costs for provider in cost}
+    biggest: dict[Any, float] = {provider: max(cost.get(provider, 0.0) for cost in costs) for provider in keys}
+    biggest[None] = max((sum(cost.values()) for cost in costs), default=0.0)
+    return biggest
+
+
+def with_total(costs: Mapping[str, float]) -> dict[Optional[str], float]:
+    return {**costs, None: sum(costs.values())}
+
+
+@dataclass(frozen=True)
+class BudgetStop:
+    """Why the run stops before ``before_step``: the figures of the first cap that the projection passes."""
+
+    provider: Optional[str]   # None: the whole run's cap
+    before_step: int
+    spent: float
+    next_step: float
+    reserve: float
+    cap: float
+
+    @property
+    def setting(self) -> str:
+        return "budget.max_usd" if self.provider is None else f"budget.max_usd_per_provider.{self.provider}"
+
+    def line(self) -> str:
+        scope = "the run" if self.provider is None else f"provider {self.provider}"
+        return (f"budget: stopped before step {self.before_step}: {scope} has spent ${self.spent:.4f} of "
+                f"${self.cap:.4f} ({self.setting}); the next step is projected at ${self.next_step:.4f} and the "
+                f"held-out evaluation at ${self.reserve:.4f}. Raise {self.setting} and rerun with "
+                f"--set train.resume=true to go on")
+
+    def summary(self) -> dict[str, Any]:
+        return {"stopped": "budget", "stopped_before_step": self.before_step, "stopped_by": self.setting,
+                "stopped_projection_usd": {"spent": self.spent, "next_step": self.next_step,
+                                           "heldout": self.reserve, "cap": self.cap}}
+
+
+def next_step_cost(history: CostHistory, done: int, shape: RunShape) -> dict[Optional[str], float]:
+    """The projected cost of step ``done + 1`` (its validation included), per provider and in all (``None``)."""
+    if not history.steps:
+        return {}
+    projected = scaled(largest(history.steps[-RECENT_STEPS:]), 1 + shape.max_staleness)
+    if shape.validates_after(done + 1):
+        validation = with_total(validation_estimate(history, shape))
+        projected = {key: projected.get(key, 0.0) + validation.get(key, 0.0) for key in {*projected, *validation}}
+    return projected
+
+
+def budget_stop(caps: Mapping[Optional[str], float], spent: Mapping[str, float], history: CostHistory, done: int,
+                shape: RunShape) -> Optional[BudgetStop]:
+    """The rule in the module docstring over every cap in ``caps`` (``BudgetConfig.caps()``); None: go on."""
+    spent_by = with_total(add(spent))
+    projected = next_step_cost(history, done, shape)
+    reserve = with_total(heldout_estimate(history, shape)) if history.steps else {}
+    for key in sorted(caps, key=lambda k: (k is not None, k or "")):
+        have, upcoming, held = spent_by.get(key, 0.0), projected.get(key, 0.0), reserve.get(key, 0.0)
+        if have >= caps[key] or have + HEADROOM * (upcoming + held) > caps[key]:
+            return BudgetStop(key, done + 1, have, upcoming, held, caps[key])
+    return None

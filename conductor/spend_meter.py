@@ -1,0 +1,72 @@
+"""What a training run has spent on worker and judge calls, by provider, across its segments.
+
+The source is the pool's own counters (``ProviderClient.stats["cost_usd"]``, one per provider): every call
+that reached a provider and was billed, whether its rollout was trained, dropped as stale or without reward
+spread, validated or judged. ``SpendMeter`` turns readings of them into this segment's spend and adds what
+earlier segments spent (``spend.json`` in the run's directory, rewritten at every step) and one-off spends
+outside the pool actors (the held-out baselines' in-process pool).
+
+A pool actor that restarts starts its counter again at zero: a reading below the last one counts from zero,
+so what the dead actor spent after the last reading is not counted (a restart is a fault; the counter
+cannot be recovered). The warm start's prior measurements (once per run directory, reused) are not counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Optional
+
+from conductor.run_output import RunOutput
+
+ByProvider = dict[str, float]
+LEDGER = "spend.json"
+
+
+def add(*parts: Mapping[str, float]) -> ByProvider:
+    """The sum of several by-provider amounts."""
+    total: ByProvider = {}
+    for part in parts:
+        for provider, usd in part.items():
+            total[provider] = total.get(provider, 0.0) + usd
+    return total
+
+
+class SpendMeter:
+    def __init__(self, carried: Optional[Mapping[str, float]] = None):
+        """``carried``: what earlier segments of the run spent (``read_ledger``)."""
+        self.carried = dict(carried or {})
+        self.last: ByProvider = {}      # the last counter reading per provider
+        self.counted: ByProvider = {}   # what this segment's counters rose by, and the one-off spends
+
+    def read(self, counters: Mapping[str, float]) -> ByProvider:
+        """Take a reading of the providers' cost counters; the first reading of a provider is its zero."""
+        for provider, value in counters.items():
+            last = self.last.get(provider)
+            rise = 0.0 if last is None else value - last if value >= last else value  # below: it restarted
+            self.counted[provider] = self.counted.get(provider, 0.0) + rise
+            self.last[provider] = value
+        return self.spent()
+
+    def add(self, spent: Mapping[str, float]) -> None:
+        """A spend made outside the counters read here."""
+        self.counted = add(self.counted, spent)
+
+    def spent(self) -> ByProvider:
+        return add(self.carried, self.counted)
+
+    @property
+    def total(self) -> float:
+        return sum(self.spent().values())
+
+
+def read_ledger(out: RunOutput) -> ByProvider:
+    """What the run's earlier segments spent (nothing for a fresh run directory)."""
+    if not out.exists(LEDGER):
+        return {}
+    return {provider: float(usd) for provider, usd in json.loads(out.read_text(LEDGER))["by_provider"].items()}
+
+
+def write_ledger(out: RunOutput, spent: Mapping[str, float]) -> None:
+    ledger = {"spent_usd": sum(spent.values()), "by_provider": dict(sorted(spent.items()))}
+    out.write_text(LEDGER, text=json.dumps(ledger, indent=2))
