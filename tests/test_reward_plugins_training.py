@@ -147,7 +147,7 @@ def test_a_python_reward_a_reward_server_and_a_judge_each_train_a_conductor(tmp_
 
     # the judge: one call per graded answer, its dollars apart from the workers' and out of the reward
     steps = [line for line in done.stdout.splitlines() if re.match(r"step +\d+ v", line)]
-    judge_part = r"\| judge \d\.\d\d calls \d+ tok \$0\.\d{5}$"  # on a step whose rollouts met the judge
+    judge_part = r"\| judge \d\.\d\d calls \d+ tok \$0\.\d{5}( \||$)"  # on a step whose rollouts met the judge
     assert len(steps) == 2 and any(re.search(judge_part, line) for line in steps), steps
     assert summary["judge_calls"] > 0 and summary["judge_tokens"] > 0 and summary["judge_cost_usd"] > 0
     assert summary["heldout_judge_calls"] > 0 and summary["heldout_judge_cost_usd"] > 0
