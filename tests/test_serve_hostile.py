@@ -206,7 +206,8 @@ def test_health_stays_fast_while_big_questions_and_trickling_sockets_load_the_se
             thread.join(120)
     p99 = statistics.quantiles(latencies, n=100)[98]
     assert statuses and set(statuses) == {400}, statuses  # context_length_exceeded, never a 5xx
-    assert p99 < 0.100, f"/health p99 {1000 * p99:.0f} ms under load (median {1000 * statistics.median(latencies):.1f})"
+    # a blocked event loop holds /health for the seconds a big question takes; 1 s leaves a loaded 2-core machine room
+    assert p99 < 1.0, f"/health p99 {1000 * p99:.0f} ms under load (median {1000 * statistics.median(latencies):.1f})"
 
 
 JSON_LEAF = st.one_of(
