@@ -203,7 +203,7 @@ class EngineGroup:
         """Every replica's policy version; with ``allow_unavailable``, None for one that does not answer
         within ``timeout_s`` (dead or restarting)."""
         calls = [replica.policy_version.remote() for replica in self.replicas]
-        return _answers(calls, timeout_s) if allow_unavailable else ray.get(calls)
+        return answers_within(calls, timeout_s) if allow_unavailable else ray.get(calls)
 
     def open_weight_group(self, host: str, port: int, plan: list, backend: str) -> list[Any]:
         """Every replica's workers join the broadcast group as ranks 1.. (rank 0: learner rank 0)."""
@@ -215,10 +215,11 @@ class EngineGroup:
         return [replica.receive_weights.remote(version) for replica in self.replicas]
 
     def pids(self) -> list[Optional[int]]:
-        return _answers([replica.pid.remote() for replica in self.replicas])
+        return answers_within([replica.pid.remote() for replica in self.replicas])
 
 
-def _answers(calls: list[Any], timeout_s: float = 10.0) -> list[Optional[Any]]:
+def answers_within(calls: list[Any], timeout_s: float = 10.0) -> list[Optional[Any]]:
+    """Each call's answer, waiting ``timeout_s`` for all; None for an actor that is dead, restarting or slower."""
     ray.wait(calls, num_returns=len(calls), timeout=timeout_s)
     out: list[Optional[Any]] = []
     for call in calls:

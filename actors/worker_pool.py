@@ -210,13 +210,13 @@ class RayPool:
     def stats(self, allow_unavailable: bool = False, timeout_s: float = 10.0) -> dict[str, dict[str, Any]]:
         """Each provider's counters; with ``allow_unavailable``, without a provider whose actor does not
         answer within ``timeout_s`` (dead or restarting)."""
-        from actors.conductor_engine import _answers
+        from actors.conductor_engine import answers_within
 
         providers = list(self.actors)
         calls = [self.actors[p].stats.remote() for p in providers]
         if not allow_unavailable:
             return dict(zip(providers, ray.get(calls)))
-        return {p: answer for p, answer in zip(providers, _answers(calls, timeout_s)) if answer is not None}
+        return {p: answer for p, answer in zip(providers, answers_within(calls, timeout_s)) if answer is not None}
 
     def flush(self) -> None:
         """Every actor's new cached answers written (nothing to do with the cache off). An actor that is gone

@@ -75,9 +75,14 @@ def points(report: dict, weight_range: tuple[float, float]) -> dict:
             cell = report["methods"][f"conductor_{kind}_q{setting}"]["average"]
             pair[kind] = {"name": f"conductor_{kind}_q{setting}", "policy": kind, "setting": label,
                           "cost_quality": setting, "weight": weight_of(setting, weight_range),
-                          "accuracy": cell["accuracy"], "usd": cell["usd"], "worker_tokens": cell["worker_tokens"]}
+                          "accuracy": cell["accuracy"], "usd": cell["usd"], "worker_tokens": cell["worker_tokens"],
+                          "worker_calls": cell["worker_calls"]}
             rows.append(pair[kind])
         bar[label] = verdict(pair["dial"], pair["fixed"])
+    idle = sorted(row["name"] for row in rows if not row["worker_calls"])
+    if idle:  # 0 accuracy at $0 "matches" 0 accuracy at $0: no comparison, so no verdict
+        return {"points": rows, "bar": bar, "meets_bar": False,
+                "no_verdict": f"{', '.join(idle)} called no worker (no workflow ran): nothing to compare"}
     return {"points": rows, "bar": bar, "meets_bar": all(v["meets_bar"] for v in bar.values())}
 
 
@@ -97,7 +102,8 @@ def markdown(result: dict, name: str, command: str) -> str:
         lines.append(f"| {label} | {setting} | {dial['weight']:g} | {100 * dial['accuracy']:.2f} | "
                      f"{100 * fixed['accuracy']:.2f} | {check['accuracy_points']:+.2f} | {dial['usd']:.5f} | "
                      f"{fixed['usd']:.5f} | {check['cost_ratio']:.3f} | {meets} |")
-    overall = "the dial meets the bar at every setting" if result["meets_bar"] else "the bar is not met"
+    overall = ("the dial meets the bar at every setting" if result["meets_bar"] else
+               f"no verdict: {result['no_verdict']}" if "no_verdict" in result else "the bar is not met")
     lines += ["", f"Overall: {overall}. The whole report: [{name}/report.md]({name}/report.md).", "",
               f"![accuracy against cost]({name}/accuracy_cost.png)", ""]
     return "\n".join(lines)

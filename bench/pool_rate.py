@@ -29,9 +29,10 @@ sys.path.insert(0, str(REPO))
 from conductor.config import SimulatorConfig  # noqa: E402
 from conductor.local_pool import LocalPool  # noqa: E402
 from conductor.pool import WorkerCallError  # noqa: E402
-from conductor.rate_limits import send_margin, window_peak  # noqa: E402
+from conductor.rate_limits import send_margin  # noqa: E402
 from conductor.simulator.presets import simulated_pool_config  # noqa: E402
 from conductor.simulator.server import SimulatorServer  # noqa: E402
+from conductor.window_peaks import window_peak  # noqa: E402
 
 WORKER = "toy-arith"
 

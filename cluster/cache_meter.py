@@ -1,44 +1,55 @@
 """The response cache's figures as the training driver reports them (conductor/response_cache.py), summed over
-the cluster's pool actors: per step (the calls since the step before, validation included) into the step's
-log line and history, and for the run into ``summary.json``. Nothing when ``pool.cache`` is off."""
+the cluster's pool actors from the snapshots cluster/pool_meters.py takes: per step (the calls since the
+step before, validation included) into the step's log line and history, and for the run into
+``summary.json``. Nothing when ``pool.cache`` is off. An actor that restarted counts again from zero and
+one that did not answer is read the next time (conductor/counter_rises.py)."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-import ray
+from conductor.counter_rises import CounterRises, summed
+from conductor.response_cache import CacheStats
 
-from conductor.response_cache import combined_stats
+COUNTS = tuple(CacheStats.__dataclass_fields__)
 
 
 class CacheMeter:
-    def __init__(self, pool: Any, enabled: bool):
-        self.pool, self.enabled = pool, enabled
-        self.last: dict[str, Any] = {"hits": 0, "misses": 0, "identical": 0}
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.rises = CounterRises()
+        self.mode: Optional[str] = None
 
-    def totals(self) -> Optional[dict[str, Any]]:
+    def read(self, snapshot: dict[str, dict[str, Any]]) -> dict[str, float]:
+        """What the cache counters rose by since the last reading, summed over the providers."""
+        caches = {provider: stats["cache"] for provider, stats in snapshot.items() if "cache" in stats}
+        for cache in caches.values():
+            self.mode = cache["mode"]
+        return summed(self.rises.read({provider: {key: cache[key] for key in COUNTS}
+                                       for provider, cache in caches.items()}))
+
+    def step(self, snapshot: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """``cache_hits``, ``cache_misses``, ``cache_identical`` and ``cache_hit_rate`` since the last reading."""
         if not self.enabled:
-            return None
-        try:
-            return combined_stats(list(self.pool.stats().values()))
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-            return None  # a pool actor restarting: its counts start again, and this step shows none
-
-    def step(self) -> dict[str, Any]:
-        """``cache_hits``, ``cache_misses``, ``cache_identical`` and ``cache_hit_rate`` since the last call."""
-        now = self.totals()
-        if now is None:
             return {}
-        delta = {key: max(0, now[key] - self.last[key]) for key in self.last}
-        self.last = {key: now[key] for key in self.last}
-        calls = delta["hits"] + delta["misses"]
+        rise = self.read(snapshot)
+        if not rise:
+            return {}
+        delta = {key: int(rise[key]) for key in ("hits", "misses", "identical")}
         row = {f"cache_{key}": value for key, value in delta.items()}
+        calls = delta["hits"] + delta["misses"]
         if calls:
             row["cache_hit_rate"] = delta["hits"] / calls
         return row
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, snapshot: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """``summary.json``'s ``response_cache``: the run's hits, misses, hit rate, share of identical calls, what
         the hits would have cost (``saved_usd``) and what was not stored."""
-        totals = self.totals()
-        return {} if totals is None else {"response_cache": totals}
+        if not self.enabled:
+            return {}
+        self.read(snapshot)
+        total = summed(self.rises.total)
+        if not total:
+            return {}
+        stats = CacheStats(**{key: type(getattr(CacheStats, key))(total[key]) for key in COUNTS})
+        return {"response_cache": dict(stats.as_dict(), mode=self.mode)}

@@ -1,13 +1,12 @@
-"""The training driver's spend: reads the pool actors' cost counters at every step boundary and around every
-validation, keeps the run's ledger (``spend.json``), and gives the step row its cost, the spend so far and the
-forecast (conductor/cost_forecast.py), the stop rule's verdict (conductor/spend_cap.py) and summary.json's
-figures. Every cost between two step boundaries that no validation took is the step's, so the steps, the
-validations, the baselines and the held-out evaluation add up to what the pool spent."""
+"""The training driver's spend: reads the pool actors' cost counters in the snapshots cluster/pool_meters.py
+takes at every step boundary and around every validation, keeps the run's ledger (``spend.json``), and gives
+the step row its cost, the spend so far and the forecast (conductor/cost_forecast.py), the stop rule's
+verdict (conductor/spend_cap.py) and summary.json's figures. Every cost between two step boundaries that no
+validation took is the step's, so the steps, the validations, the baselines and the held-out evaluation add
+up to what the pool spent."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any, Optional
 
 from conductor.config import Config
@@ -16,7 +15,7 @@ from conductor.run_output import RunOutput
 from conductor.spend_cap import BudgetStop, budget_stop
 from conductor.spend_meter import ByProvider, SpendMeter, add, read_ledger, write_ledger
 
-COUNTER_TIMEOUT_S = 30.0
+Snapshot = dict[str, dict[str, Any]]  # provider -> its pool actor's counters (RayPool.stats)
 
 
 def minus(after: ByProvider, before: ByProvider) -> ByProvider:
@@ -28,9 +27,9 @@ class RunSpend:
         """A resumed run carries what its earlier segments spent; a fresh one starts at nothing."""
         self.config, self.out = config, out
         self.meter = SpendMeter(read_ledger(out) if config.train.resume else {})
-        self.pool: Any = None
         self.mark: ByProvider = {}          # spent at the last step boundary
-        self.validated: ByProvider = {}     # validation costs since then
+        self.validations: ByProvider = {}   # validation costs since then
+        self.before_validation: ByProvider = {}
         self.segment = {"baselines": 0.0, "training_steps": 0.0, "validations": 0.0}  # this segment's, in all
 
     def add(self, spent: ByProvider) -> None:
@@ -39,46 +38,34 @@ class RunSpend:
         self.segment["baselines"] += sum(spent.values())
         write_ledger(self.out, self.meter.spent())
 
-    def attach(self, pool: Any, *, val_questions: int, heldout_questions: int) -> None:
-        """From now on read ``pool``'s counters (a RayPool); this reading is their zero."""
+    def attach(self, snapshot: Snapshot, *, val_questions: int, heldout_questions: int) -> None:
+        """From now on read the pool actors' counters; this ``snapshot`` is their zero."""
         train = self.config.train
-        self.pool = pool
         self.shape = RunShape(train.steps, train.eval_every, val_questions, heldout_questions,
                               train.questions_per_step * self.config.rollout.group_size, train.max_staleness)
-        self.mark = self.read()
+        self.mark = self.read(snapshot)
 
-    def read(self) -> ByProvider:
-        spent = self.meter.read(self.counters())
+    def read(self, snapshot: Snapshot) -> ByProvider:
+        """Spent so far, by provider; an actor missing from ``snapshot`` (restarting) is read the next time."""
+        spent = self.meter.read({provider: stats["cost_usd"] for provider, stats in snapshot.items()})
         write_ledger(self.out, spent)
         return spent
 
-    def counters(self) -> ByProvider:
-        """Each pool actor's cost counter; one that is restarting (a fault, or the chaos monkey) is read the
-        next time instead, so that the meter never waits on it or fails with it."""
-        import ray
+    def validation_started(self, snapshot: Snapshot) -> None:
+        self.before_validation = self.read(snapshot)
 
-        readings = {}
-        for provider, actor in self.pool.actors.items():
-            with contextlib.suppress(ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                                     ray.exceptions.GetTimeoutError):
-                readings[provider] = ray.get(actor.stats.remote(), timeout=COUNTER_TIMEOUT_S)["cost_usd"]
-        return readings
-
-    @contextlib.contextmanager
-    def validation(self) -> Iterator[ByProvider]:
-        """Measures the block: the yielded dict holds its cost, by provider, once it ends."""
-        cost: ByProvider = {}
-        before = self.read()
-        yield cost
-        cost.update(minus(self.read(), before))
-        self.validated = add(self.validated, cost)
+    def validation_ended(self, snapshot: Snapshot) -> ByProvider:
+        """The cost of the validation since ``validation_started``, by provider."""
+        cost = minus(self.read(snapshot), self.before_validation)
+        self.validations = add(self.validations, cost)
         self.segment["validations"] += sum(cost.values())
+        return cost
 
-    def step_row(self, state: Any) -> dict[str, Any]:
+    def step_row(self, state: Any, snapshot: Snapshot) -> dict[str, Any]:
         """The figures of the step just trained (``state.step``): its cost, the spend so far, the forecast."""
-        now = self.read()
-        cost = minus(minus(now, self.mark), self.validated)
-        self.mark, self.validated = now, {}
+        now = self.read(snapshot)
+        cost = minus(minus(now, self.mark), self.validations)
+        self.mark, self.validations = now, {}
         self.segment["training_steps"] += sum(cost.values())
         row: dict[str, Any] = {"step_cost_usd": sum(cost.values()), "step_cost_by_provider": cost,
                                "spent_usd": sum(now.values())}
@@ -91,16 +78,17 @@ class RunSpend:
         return {"val_cost_usd": sum(cost.values()), "val_cost_by_provider": cost}
 
     def stop_before_next(self, state: Any) -> Optional[BudgetStop]:
+        """The stop rule on the spend at the last reading (the last step's or validation's end)."""
         caps = self.config.budget.caps()
         if not caps:
             return None
-        return budget_stop(caps, self.read(), CostHistory.of(state.history, state.evals), state.step, self.shape)
+        return budget_stop(caps, self.meter.spent(), CostHistory.of(state.history, state.evals), state.step, self.shape)
 
-    def summary(self, state: Any, stop: Optional[BudgetStop]) -> dict[str, Any]:
+    def summary(self, state: Any, stop: Optional[BudgetStop], snapshot: Snapshot) -> dict[str, Any]:
         """summary.json's spend figures: all segments', the caps, why it stopped, the forecast per step, and
         this segment's spend by phase (``closing``: the held-out evaluation and calls in flight when the loop
         ended)."""
-        spent = self.read()
+        spent = self.read(snapshot)
         budget = self.config.budget
         segment = sum(spent.values()) - sum(self.meter.carried.values())
         phases = dict(self.segment, closing=segment - sum(self.segment.values()))

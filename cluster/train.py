@@ -31,9 +31,9 @@ from rich.console import Console
 
 from cluster import best_checkpoint as best
 from cluster import train_report as report
-from cluster.cache_meter import CacheMeter
 from cluster.cli_console import cli_console
 from cluster.group_collector import GroupCollector
+from cluster.pool_meters import PoolMeters
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
@@ -53,7 +53,6 @@ from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.cost_dial import CARD_FILE, card_of, resolve_setting
 from conductor.pool import ReplayMiss
-from conductor.pool_utilisation import PoolMeter
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
@@ -122,9 +121,8 @@ class GrpoRecipe:
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)
         self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
-        self.cache = CacheMeter(self.pool, enabled=config.pool.cache.mode != "off")
-        self.pool_meter = PoolMeter(lambda: self.pool.stats(allow_unavailable=True))  # training's share of its work
-        self.spend.attach(self.pool, val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
+        self.meters = PoolMeters(self.pool, self.spend, caching=config.pool.cache.mode != "off",
+                                 val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
@@ -186,17 +184,17 @@ class GrpoRecipe:
         segment_start = time.time()
         if config.train.val_before_train and state.step == 0 and not state.evals:
             self._validate()
-        self.pool_meter.resume()
+        self.meters.resume_training()
         with report.progress_bar(self.console, config.train.steps, state.step) as progress:
             while state.step < config.train.steps:
-                self.stopped = self.spend.stop_before_next(state)
+                self.stopped = self.meters.stop_before_next(state)
                 if self.stopped:
                     self.console.print(f"[yellow]{self.stopped.line()}[/]")
                     break
                 stats = self.train_step()
                 if stats is None:
                     continue  # the learner group was rebuilt mid-step; the step's groups were dropped
-                row = stats.row() | self.cache.step() | self.spend.step_row(state)
+                row = stats.row() | self.meters.step_row(state)
                 state.history.append(row)
                 self.console.print(report.log_line(row))
                 progress.update(state.step, f"reward {row['mean_reward']:.2f} best {max(state.best_val, 0):.2f}")
@@ -207,12 +205,10 @@ class GrpoRecipe:
                     self._roll_back()
                     continue
                 if state.step % config.train.eval_every == 0 or state.step == config.train.steps:
-                    self.pool_meter.pause()
                     self._validate()
-                    self.pool_meter.resume()
                 if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
                     self._checkpoint(f"step-{state.step}")
-        self.pool_meter.pause()
+        self.meters.pause_training()
         state.wall_seconds += time.time() - segment_start
         if self.checkpoints.latest() != f"step-{state.step}":
             self._checkpoint(f"step-{state.step}")
@@ -307,7 +303,7 @@ class GrpoRecipe:
 
     def _validate(self) -> None:
         state = self.state
-        with self.metrics.phase("eval"), self.spend.validation() as cost:
+        with self.metrics.phase("eval"), self.meters.validation() as cost:
             result = self.evaluate(list(self.splits.val))
         state.evals.append(dict(best.validation_row(state.step, result), **self.spend.validation_row(cost)))
         self.metrics.update({"val_accuracy": result.accuracy})
@@ -384,8 +380,7 @@ class GrpoRecipe:
                                      policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
                                      chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
                                      wall_seconds=time.time() - self.started, store=self.store_path,
-                                     training_pool=self.pool_meter.report(), **self.cache.summary(),
-                                     **self.spend.summary(state, self.stopped))
+                                     **self.meters.summary(state, self.stopped))
         publish_trained(self.out)
         report.write_summary(self.out, summary)
         self.console.print(report.results_table(summary))

@@ -70,25 +70,28 @@ def utilisation(totals: dict[str, float], rpm: Optional[float], tpm: Optional[fl
 
 
 class PoolMeter:
-    """Sums each provider's counters over the spans between ``resume`` and ``pause``. ``read`` returns
-    {provider: snapshot}, each with ``clock_s`` (the pool's clock), the ``COUNTERS``, and its configured
+    """Sums each provider's counters over the spans between ``resume`` and ``pause``, each given a snapshot:
+    {provider: counters}, each with ``clock_s`` (the pool's clock), the ``COUNTERS``, and its configured
     limits ``configured_rpm``, ``tpm``, ``rate_window_s``."""
 
-    def __init__(self, read: Callable[[], dict[str, dict[str, Any]]]):
-        self.read = read
+    def __init__(self) -> None:
         self.started: Optional[dict[str, dict[str, Any]]] = None
         self.totals: dict[str, dict[str, float]] = {}
         self.limits: dict[str, dict[str, Any]] = {}
         self.lost_spans = 0
 
-    def resume(self) -> None:
-        if self.started is None:
-            self.started = self.read()
+    @property
+    def running(self) -> bool:
+        return self.started is not None
 
-    def pause(self) -> None:
+    def resume(self, snapshot: dict[str, dict[str, Any]]) -> None:
+        if self.started is None:
+            self.started = snapshot
+
+    def pause(self, snapshot: dict[str, dict[str, Any]]) -> None:
         if self.started is None:
             return
-        now, started, self.started = self.read(), self.started, None
+        now, started, self.started = snapshot, self.started, None
         for provider in {**started, **now}:
             before, after = started.get(provider), now.get(provider)
             if before is None or after is None or any(after[key] < before[key] for key in ("clock_s", *COUNTERS)):
@@ -102,8 +105,7 @@ class PoolMeter:
                                      "rate_window_s": after["rate_window_s"]}
 
     def report(self) -> dict[str, dict[str, Any]]:
-        """Per provider: the summed counters, its limits, and the rates and ratios over the spans."""
-        self.pause()
+        """Per provider: the summed counters, its limits, and the rates and ratios over the (paused) spans."""
         return {provider: {**total, **self.limits[provider],
                            **(utilisation(total, self.limits[provider]["rpm"], self.limits[provider]["tpm"],
                                           self.limits[provider]["rate_window_s"]) if total["seconds"] > 0 else {})}

@@ -70,7 +70,7 @@ import collections
 import contextlib
 import math
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from typing import Optional
 
 from conductor.config import ProviderSpec
@@ -86,22 +86,6 @@ EPSILON = 1e-9
 def send_margin(window_s: float) -> float:
     """m: how much the gap between our send stamp and the provider's arrival stamp may vary."""
     return max(SEND_MARGIN_S, SEND_MARGIN_SHARE * window_s)
-
-
-def window_peak(times: Iterable[float], window_s: float) -> int:
-    """The most of ``times`` that any window [s, s + window_s) (or (s - window_s, s]) holds."""
-    stamps, peak, start = sorted(times), 0, 0
-    for end, t in enumerate(stamps):
-        while t - stamps[start] >= window_s:
-            start += 1
-        peak = max(peak, end - start + 1)
-    return peak
-
-
-def fixed_window_peak(times: Iterable[float], window_s: float, origin: float = 0.0) -> int:
-    """The most of ``times`` in one fixed window [origin + k * window_s, origin + (k + 1) * window_s)."""
-    counts = collections.Counter(math.floor((t - origin) / window_s) for t in times)
-    return max(counts.values(), default=0)
 
 
 class LimitWaitTooLong(TimeoutError):

@@ -6,9 +6,9 @@ spread, validated or judged. ``SpendMeter`` turns readings of them into this seg
 earlier segments spent (``spend.json`` in the run's directory, rewritten at every step) and one-off spends
 outside the pool actors (the held-out baselines' in-process pool).
 
-A pool actor that restarts starts its counter again at zero: a reading below the last one counts from zero,
-so what the dead actor spent after the last reading is not counted (a restart is a fault; the counter
-cannot be recovered). The warm start's prior measurements (once per run directory, reused) are not counted.
+A pool actor that restarts starts its counter again at zero (conductor/counter_rises.py): what the dead
+actor spent after the last reading is not counted. The warm start's prior measurements (once per run
+directory, reused) are not counted.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Optional
 
+from conductor.counter_rises import CounterRises
 from conductor.run_output import RunOutput
 
 ByProvider = dict[str, float]
@@ -36,16 +37,13 @@ class SpendMeter:
     def __init__(self, carried: Optional[Mapping[str, float]] = None):
         """``carried``: what earlier segments of the run spent (``read_ledger``)."""
         self.carried = dict(carried or {})
-        self.last: ByProvider = {}      # the last counter reading per provider
+        self.rises = CounterRises()
         self.counted: ByProvider = {}   # what this segment's counters rose by, and the one-off spends
 
     def read(self, counters: Mapping[str, float]) -> ByProvider:
         """Take a reading of the providers' cost counters; the first reading of a provider is its zero."""
-        for provider, value in counters.items():
-            last = self.last.get(provider)
-            rise = 0.0 if last is None else value - last if value >= last else value  # below: it restarted
-            self.counted[provider] = self.counted.get(provider, 0.0) + rise
-            self.last[provider] = value
+        rises = self.rises.read({provider: {"usd": usd} for provider, usd in counters.items()})
+        self.counted = add(self.counted, {provider: rise["usd"] for provider, rise in rises.items()})
         return self.spent()
 
     def add(self, spent: Mapping[str, float]) -> None:

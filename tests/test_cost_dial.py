@@ -271,3 +271,21 @@ def test_a_dial_card_round_trips_and_a_broken_one_is_named(tmp_path):
     (tmp_path / CARD_FILE).write_text('{"weight_range": [1]}')
     with pytest.raises(ValueError, match="not a cost dial card"):
         read_card(str(tmp_path))
+
+
+def test_the_bench_verdict_needs_workflows_that_ran_and_then_applies_the_bar():
+    from bench.cost_dial import NAMED_SETTINGS, points
+
+    def report(dial_accuracy: float, calls: float) -> dict:
+        methods = {}
+        for setting in NAMED_SETTINGS.values():
+            for kind, accuracy in (("dial", dial_accuracy), ("fixed", 0.5)):
+                methods[f"conductor_{kind}_q{setting}"] = {"average": {
+                    "accuracy": accuracy * bool(calls), "usd": 0.01 * bool(calls), "worker_tokens": 100 * calls,
+                    "worker_calls": calls}}
+        return {"methods": methods}
+
+    assert points(report(0.51, 2.0), (0.0, 20.0))["meets_bar"]
+    assert not points(report(0.45, 2.0), (0.0, 20.0))["meets_bar"]  # 5 points below, at the same cost
+    idle = points(report(0.5, 0.0), (0.0, 20.0))  # nothing ran: 0 accuracy at $0 on both sides
+    assert not idle["meets_bar"] and "called no worker" in idle["no_verdict"]

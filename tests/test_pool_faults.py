@@ -11,10 +11,10 @@ import pytest
 from conductor.config import FaultRates, PoolConfig, ProviderSpec, SimulatorConfig, WorkerSpec
 from conductor.local_pool import LocalPool
 from conductor.pool import WorkerCallError
-from conductor.rate_limits import fixed_window_peak, window_peak
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.tasks.toy import toy_tasks
+from conductor.window_peaks import fixed_window_peak, window_peak
 
 KEY_ENV = "CONDUCTOR_TEST_PROVIDER_KEY"
 TASKS = toy_tasks(100)

@@ -65,12 +65,12 @@ def test_meter_sums_running_spans_only_and_drops_a_restarted_one():
         {"sim": snapshot(50, 80)}, {"sim": snapshot(60, 5)},    # the pool actor restarted: counters went back
         {"sim": snapshot(70, 10)}, {},                          # a pool actor that did not answer
     ])
-    meter = PoolMeter(lambda: next(readings))
+    meter = PoolMeter()
     for _ in range(4):
-        meter.resume()
-        meter.resume()  # already running: no new reading
-        meter.pause()
-    meter.pause()       # not running: no reading
+        meter.resume(next(readings))
+        meter.resume({"sim": snapshot(1000, 1000)})  # already running: not a span's start
+        meter.pause(next(readings))
+    meter.pause({"sim": snapshot(2000, 2000)})       # not running: not a span's end
     report = meter.report()["sim"]
     assert (report["seconds"], report["attempts"], report["prompt_tokens"]) == (20.0, 40.0, 400.0)
     assert report["rpm_ratio"] == pytest.approx(1.0)  # 2 requests/s against 120 per 60 s

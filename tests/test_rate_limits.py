@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conductor.config import ProviderSpec
-from conductor.rate_limits import LimitWaitTooLong, ProviderLimits, fixed_window_peak, send_margin, window_peak
+from conductor.rate_limits import LimitWaitTooLong, ProviderLimits, send_margin
+from conductor.window_peaks import fixed_window_peak, window_peak
 
 
 def spec(**kwargs):

@@ -9,10 +9,10 @@ import ray
 
 from conductor.config import SimulatorConfig
 from conductor.pool import ReplayMiss, WorkerCallError
-from conductor.rate_limits import fixed_window_peak, window_peak
 from conductor.response_cache_config import ResponseCacheConfig
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
+from conductor.window_peaks import fixed_window_peak, window_peak
 from tests.support.sim_helpers import ask
 
 pytestmark = pytest.mark.slow
@@ -88,7 +88,7 @@ def test_without_the_shared_actor_the_same_load_exceeds_the_rpm(ray_local):
 
 
 def test_a_killed_pool_actor_is_an_infra_error_not_a_hang(ray_local):
-    from actors.worker_pool import RayPool, actor_name
+    from actors.worker_pool import RayPool
 
     config = SimulatorConfig(preset="toy", port=0, latency_scale=0, toy_items_per_domain=20)
     with SimulatorServer(config) as sim:
@@ -98,14 +98,7 @@ def test_a_killed_pool_actor_is_an_infra_error_not_a_hang(ray_local):
         first = asyncio.run(pool.chat("toy-arith", ask(task)))
         assert first.completion_tokens > 0
         assert ray.get(pool.actors["sim"].stats.remote())["calls"] == 1
-        ray.kill(ray.get_actor(actor_name("sim")), no_restart=True)
-        gone_by = time.monotonic() + 60  # ray.kill returns before the actor is dead: a call in between is served
-        while time.monotonic() < gone_by:
-            try:
-                ray.get_actor(actor_name("sim"))
-            except ValueError:
-                break
-            time.sleep(0.05)
+        stop_pool_actor()  # and waits: a call between ray.kill and the actor's death is served
         with pytest.raises(WorkerCallError) as info:
             asyncio.run(pool.chat("toy-arith", ask(task)))
         assert info.value.kind == "actor_unavailable"

@@ -1,0 +1,45 @@
+"""What counters that only rise, but start again at zero when their holder restarts, rose by across readings.
+
+The pool actors keep their counters (calls, $, cache hits) in memory; Ray restarts a dead actor with fresh
+ones. So per source and counter, a reading at or above the last one rose by the difference, and a reading
+below it means the source restarted: it rose by the reading itself (what the dead holder counted after the
+last reading is lost; a restart is a fault, and that count cannot be recovered). The first reading of a
+source is its zero. A source missing from a reading (an actor that did not answer) is simply not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+Readings = Mapping[str, Mapping[str, float]]  # source -> counter -> value
+
+
+class CounterRises:
+    def __init__(self) -> None:
+        self.last: dict[str, dict[str, float]] = {}
+        self.total: dict[str, dict[str, float]] = {}  # since each source's first reading
+
+    def read(self, readings: Readings) -> dict[str, dict[str, float]]:
+        """Take a reading; returns each read source's rises since its previous reading."""
+        rises: dict[str, dict[str, float]] = {}
+        for source, counters in readings.items():
+            last = self.last.get(source)
+            rise = {name: (0.0 if last is None or name not in last else
+                           value - last[name] if value >= last[name] else value)
+                    for name, value in counters.items()}
+            total = self.total.setdefault(source, {})
+            for name, amount in rise.items():
+                total[name] = total.get(name, 0.0) + amount
+            self.last[source] = dict(counters)
+            rises[source] = rise
+        return rises
+
+
+
+def summed(rises: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Each counter added over the sources."""
+    out: dict[str, float] = {}
+    for counters in rises.values():
+        for name, amount in counters.items():
+            out[name] = out.get(name, 0.0) + amount
+    return out
