@@ -73,6 +73,7 @@ class GrpoRecipe:
         self.restore_tag: str | None = None  # what a rebuilt learner loads (default: the newest checkpoint)
         self.reissued_counted = 0            # re-issued rollout requests already added to state.faults
         self.stopped = None                  # the spend cap's BudgetStop, when it ended the loop early
+        self.phases: dict[str, float] = {}   # setup's and finish's seconds by phase (summary.json run_phases_s)
 
     # -- setup ------------------------------------------------------------------------------------------
 
@@ -101,9 +102,11 @@ class GrpoRecipe:
             config = self.config = config.model_copy(update={"pool": pool})
 
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
-        self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
+        with Timer("warm_start", self.phases):
+            self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
         tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
-        self.baselines, baseline_spend = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
+        with Timer("baselines", self.phases):
+            self.baselines, baseline_spend = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
         self.spend.add(baseline_spend)
         figures = report.baseline_summary(self.baselines)
         self.console.print(f"held-out baselines: best single {figures['best_single_accuracy']:.3f}, "
@@ -111,13 +114,16 @@ class GrpoRecipe:
         report.warn_infra_errors(self.console, "held-out baselines", sum(figures["baseline_infra_errors"].values()))
 
         # The cluster: engines, rollout actors, learners, weight sync.
+        cluster_started = time.perf_counter()
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         self.stack.callback(ray.shutdown)
         report.warn_local_output(self.out, sum(node["Alive"] for node in ray.nodes()), self.console)
         self.store_path, store_options = config.store()
         self.store = ReplayStore(self.store_path, storage_options=store_options or None)
-        self.engines = start_engines(self.policy, config.engine, config.seed, engine_placement_group(config.engine),
-                                     storage_options=config.output.storage_options, run_name=config.run_name)
+        with Timer("engines", self.phases):
+            self.engines = start_engines(self.policy, config.engine, config.seed,
+                                         engine_placement_group(config.engine),
+                                         storage_options=config.output.storage_options, run_name=config.run_name)
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)
         self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
@@ -126,7 +132,8 @@ class GrpoRecipe:
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
-        self.learners = self._start_learners()
+        with Timer("learners", self.phases):
+            self.learners = self._start_learners()
         self.checkpoints = Checkpoints(self.out, config.learner.keep_checkpoints)
         self.metrics = report.DashboardMetrics(config.run_name)
         self.state = TrainState()
@@ -144,7 +151,8 @@ class GrpoRecipe:
         # (killed) segment wrote rollouts for. Records older than this segment's first version are not read.
         self.state.version = max([self.state.version, *self.store.versions()])
         self.staleness = StalenessManager(config.train.questions_per_step, config.train.max_staleness)
-        self._publish()
+        with Timer("first_weight_sync", self.phases):
+            self._publish()
         self.collector = GroupCollector(
             self.feed, self.store, self.sampler, self.staleness, Cursor.from_json(self.state.store_cursor),
             segment=uuid.uuid4().hex[:8], first_version=self.state.version,
@@ -152,6 +160,8 @@ class GrpoRecipe:
             filter_zero_spread=self.learner_config.filter_zero_spread, on_wait=self._look_after_actors,
             count=self._count, stall_timeout_s=config.train.stall_timeout_s)
         self._start_fault_handling()
+        self.phases["cluster"] = time.perf_counter() - cluster_started
+        self.console.print(report.phases_line("setup", self.phases))
 
     def _start_learners(self) -> Any:
         from learner.learner_group import LearnerGroup
@@ -369,9 +379,11 @@ class GrpoRecipe:
             self.console.print(f"evaluating the best validated policy (step {chosen.step}, val {chosen.best_val:.3f})")
         elif state.best_step == -1 and self.config.train.val_max_worker_tokens is not None:
             self.console.print("[yellow]no validated policy within train.val_max_worker_tokens: evaluating the last[/]")
-        heldout = self.evaluate(list(self.splits.heldout))
+        with Timer("heldout_evaluation", self.phases):
+            heldout = self.evaluate(list(self.splits.heldout))
         report.warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
-        exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
+        with Timer("export", self.phases):
+            exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
         card = card_of(self.config.reward)
         if card is not None:  # evaluation and serving read it: this policy takes a cost_quality setting
             self.out.write_text("policy", CARD_FILE, text=card.json())
@@ -380,6 +392,7 @@ class GrpoRecipe:
                                      policy_dir=exported, engine_versions=self.engines.versions(allow_unavailable=True),
                                      chaos_kills=[f"{kind} {index}" for kind, index in self.chaos.kills],
                                      wall_seconds=time.time() - self.started, store=self.store_path,
+                                     run_phases_s={name: round(s, 2) for name, s in self.phases.items()},
                                      **self.meters.summary(state, self.stopped))
         publish_trained(self.out)
         report.write_summary(self.out, summary)

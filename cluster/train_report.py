@@ -218,6 +218,11 @@ def best_validation(state: Any) -> dict[str, Any]:
             "best_val_worker_tokens": row.get("val_worker_tokens")}
 
 
+def phases_line(name: str, phases: dict[str, float]) -> str:
+    """``setup: warm_start 12.3 s, baselines 4.0 s, ...``: where a run's fixed time went."""
+    return f"{name}: " + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in phases.items())
+
+
 def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[Any],
                 baselines: dict[str, dict[str, float]], out: RunOutput, **facts: Any) -> dict[str, Any]:
     """summary.json's content (docs/architecture.md lists the keys): the held-out result against the
