@@ -27,7 +27,7 @@ from bench.train_run import train_run  # noqa: E402
 
 # the slow tests' toy warm start (tests/support/toy_warm_start.py: long enough that workflows parse, so
 # workers are called and paid), then 4 small steps
-QUICK = ["sft.steps=120", "simulator.toy_items_per_domain=10", "train.val_questions=6", "train.heldout_questions=6",
+QUICK = ["sft.steps=200", "simulator.toy_items_per_domain=10", "train.val_questions=6", "train.heldout_questions=6",
          "rollout.temperature=0.5", "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
          "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false"]
 FRACTIONS = (0.1, 0.25, 0.5)

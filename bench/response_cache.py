@@ -25,7 +25,7 @@ from bench.pool_rate import write_section
 from bench.train_run import train_run
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["sft.steps=120", "rollout.temperature=0.5", "simulator.toy_items_per_domain=10", "train.val_questions=6",
+TINY = ["sft.steps=200", "rollout.temperature=0.5", "simulator.toy_items_per_domain=10", "train.val_questions=6",
         "train.heldout_questions=6", "train.questions_per_step=3", "rollout.group_size=4", "train.steps=4",
         "train.eval_every=2", "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0",
         "train.val_constrain_format=true"]

@@ -21,6 +21,7 @@ GROUP = 4
 SMALL = [*TOY_WARM_START, "train.questions_per_step=3", f"rollout.group_size={GROUP}", "learner.micro_batch_size=4",
          "train.format_floor=0", "train.refill_rounds=0", "train.plot=false", "train.max_staleness=1",
          "simulator.latency_scale=0.5"]
+HEAL_STEPS = 15  # the third kill (a learner rank, after step 12) is healed from the step-12 checkpoint
 
 
 def train(cwd, *overrides, timeout=900, warm=None):
@@ -119,13 +120,14 @@ def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_
     faults = ["simulator.faults.rate_limit=0.04", "simulator.faults.server_error=0.04", "simulator.faults.timeout=0.04",
               "simulator.faults.disconnect=0.04", "simulator.faults.malformed=0.04", "simulator.faults.hang_s=3",
               "simulator.retry_after_s=0.2"]
-    chaos = ["chaos.kill=[engine, rollout_actor, learner]", "chaos.every_steps=6"]  # kills after steps 6, 12, 18
-    done = train(tmp_path, "run_name=chaos", "train.steps=30", "train.eval_every=12", "learner.checkpoint_every=4",
-                 "train.max_learner_restarts=2", *faults, *chaos, timeout=1500, warm=toy_warm_start)
+    chaos = ["chaos.kill=[engine, rollout_actor, learner]", "chaos.every_steps=4"]  # kills after steps 4, 8, 12
+    done = train(tmp_path, "run_name=chaos", f"train.steps={HEAL_STEPS}", "train.eval_every=6",
+                 "learner.checkpoint_every=2", "train.max_learner_restarts=2", *faults, *chaos, timeout=1500,
+                 warm=toy_warm_start)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = tmp_path / "runs" / "chaos"
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["steps"] == 30
+    assert summary["steps"] == HEAL_STEPS
     assert [kill.split()[0] for kill in summary["chaos_kills"]] == ["engine", "rollout_actor", "learner"]
     counted = summary["faults"]
     assert counted.get("learner_restarts") == 1
@@ -137,7 +139,7 @@ def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_
              for call in row["steps"]]
     assert calls and any(call["retries"] for call in calls)  # workflows ran, and injected faults were retried
     steps = trained_groups(run)
-    assert [step["step"] for step in steps] == list(range(1, 31))
+    assert [step["step"] for step in steps] == list(range(1, HEAL_STEPS + 1))
     check_exactly_once(run, steps)
     lags = [step["learner_version"] - group["version"] for step in steps for group in step["groups"].values()]
     assert all(0 <= lag <= 1 for lag in lags), lags
