@@ -1,7 +1,8 @@
 """How early the cost forecast knows what a run costs: one training run on a simulated pool whose workers
 have prices, its forecast after 10% (and 25%, 50%) of the steps against what it spent in the end.
 
-    .venv/bin/python bench/cost_forecast.py [--steps 100] [--config configs/train-toy.yaml] [--set key=value ...]
+    .venv/bin/python bench/cost_forecast.py [--steps 100] [--seeds 0 1 2] [--config configs/train-toy.yaml]
+        [--set key=value ...]
     .venv/bin/python bench/cost_forecast.py --quick --no-write      # a check that it runs (4 small steps)
 
 The run is ``cluster.train`` in a subprocess (its own Ray cluster). The forecast is the one the run logs at
@@ -31,6 +32,7 @@ QUICK = ["sft.steps=200", "simulator.toy_items_per_domain=10", "train.val_questi
          "rollout.temperature=0.5", "train.questions_per_step=3", "rollout.group_size=4", "train.eval_every=2",
          "learner.micro_batch_size=4", "train.format_floor=0", "train.plot=false"]
 FRACTIONS = (0.1, 0.25, 0.5)
+BAR = 0.25  # issue 39: after 10% of a run, within +-25% of the final cost
 
 
 def forecast_at(forecasts: list[dict], step: int) -> dict | None:
@@ -42,22 +44,35 @@ def usd(amount: float) -> str:
     return f"${amount:.6f}"
 
 
-def table(summary: dict, steps: int, config: str) -> str:
-    final = summary["spent_usd"]
-    lines = [f"`{config}`, {steps} GRPO steps, simulated pool. Final cost: {usd(final)} (summary.json "
-             "`spent_usd`). The forecast is the run's own log line at that step.\n",
-             "| after | step | forecast (low - high) | forecast / final | final in range |", "|---|---|---|---|---|"]
-    for fraction in FRACTIONS:
-        f = forecast_at(summary["cost_forecasts"], max(2, math.ceil(fraction * steps)))
-        if f is None:
-            lines.append(f"| {fraction:.0%} | - | no forecast yet | - | - |")
-            continue
-        inside = "yes" if f["low"] <= final <= f["high"] else "no"
-        lines.append(f"| {fraction:.0%} | {f['step']} | {usd(f['mid'])} ({usd(f['low'])} - {usd(f['high'])}) | "
-                     f"{f['mid'] / final:.3f} | {inside} |")
-    phases = summary["segment_spend_usd"]
-    lines.append("\nWhere the money went: " + ", ".join(f"{name.replace('_', ' ')} {usd(amount)}"
-                                                       for name, amount in phases.items()) + ".")
+def table(summaries: dict[int, dict], steps: int, config: str) -> str:
+    """One row per seed and fraction: the forecast logged then against what the seed's run spent in the end."""
+    lines = [f"`{config}`, {steps} GRPO steps, simulated pool, seeds {', '.join(map(str, summaries))}. Final cost: "
+             "summary.json `spent_usd`. The forecast is the run's own log line at that step.\n",
+             "| seed | after | step | forecast (low - high) | final | forecast / final | final in range |",
+             "|---|---|---|---|---|---|---|"]
+    ratios = {fraction: [] for fraction in FRACTIONS}
+    for seed, summary in summaries.items():
+        final = summary["spent_usd"]
+        for fraction in FRACTIONS:
+            f = forecast_at(summary["cost_forecasts"], max(2, math.ceil(fraction * steps)))
+            if f is None:
+                lines.append(f"| {seed} | {fraction:.0%} | - | no forecast yet | {usd(final)} | - | - |")
+                continue
+            ratios[fraction].append(f["mid"] / final)
+            inside = "yes" if f["low"] <= final <= f["high"] else "no"
+            lines.append(f"| {seed} | {fraction:.0%} | {f['step']} | {usd(f['mid'])} ({usd(f['low'])} - "
+                         f"{usd(f['high'])}) | {usd(final)} | {f['mid'] / final:.3f} | {inside} |")
+    early = ratios[FRACTIONS[0]]
+    if early:
+        worst = max(abs(r - 1) for r in early)
+        verdict = "within" if worst <= BAR else "outside"
+        lines.append(f"\nAfter {FRACTIONS[0]:.0%} of the steps the forecast was {min(early):.3f}-{max(early):.3f} "
+                     f"of the final cost over {len(early)} seed(s): worst {worst:.1%} off, {verdict} the bar "
+                     f"(±{BAR:.0%}).")
+    for seed, summary in summaries.items():
+        phases = summary["segment_spend_usd"]
+        lines.append(f"\nSeed {seed}, where the money went: " + ", ".join(
+            f"{name.replace('_', ' ')} {usd(amount)}" for name, amount in phases.items()) + ".")
     return "\n".join(lines)
 
 
@@ -65,6 +80,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/train-toy.yaml")
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed, one after another")
     parser.add_argument("--quick", action="store_true", help=f"a tiny run: {' '.join(QUICK)}, 4 steps")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="more config overrides")
     parser.add_argument("--warm-from", type=Path, help="an earlier run's sft/ directory to start from (same "
@@ -74,9 +90,14 @@ def main() -> int:
     steps = 4 if args.quick else args.steps
     workdir = REPO / ".scratch" / "bench-cost-forecast"
     workdir.mkdir(parents=True, exist_ok=True)
-    overrides = [*(QUICK if args.quick else []), f"train.steps={steps}", *args.overrides]
-    result = train_run("bench-cost-forecast", overrides, workdir, config=args.config, warm_from=args.warm_from)
-    body = table(result["summary"], steps, args.config)
+    summaries = {}
+    for seed in args.seeds:
+        overrides = [*(QUICK if args.quick else []), f"train.steps={steps}", f"seed={seed}", *args.overrides]
+        result = train_run(f"bench-cost-forecast-s{seed}", overrides, workdir, config=args.config,
+                           warm_from=args.warm_from)
+        summaries[seed] = result["summary"]
+        print(f"seed {seed}: spent ${result['summary']['spent_usd']:.6f}, {result['wall_s'] / 60:.1f} min", flush=True)
+    body = table(summaries, steps, args.config)
     print(body)
     if not args.no_write:
         write_section("cost_forecast", body)
