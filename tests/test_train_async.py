@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 GROUP = 4
 SMALL = [*TOY_WARM_START, "train.questions_per_step=3", f"rollout.group_size={GROUP}", "learner.micro_batch_size=4",
          "train.format_floor=0", "train.refill_rounds=0", "train.plot=false", "train.max_staleness=1",
-         "simulator.latency_scale=0.5"]
+         "simulator.latency_scale=0.2"]
 HEAL_STEPS = 15  # the third kill (a learner rank, after step 12) is healed from the step-12 checkpoint
 
 
