@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from conductor.counter_rises import CounterRises, summed
-from conductor.response_cache import CacheStats
-
-COUNTS = tuple(CacheStats.__dataclass_fields__)
+from conductor.response_cache import COUNTS, cache_figures
 
 
 class CacheMeter:
@@ -35,7 +33,7 @@ class CacheMeter:
         rise = self.read(snapshot)
         if not rise:
             return {}
-        delta = {key: int(rise[key]) for key in ("hits", "misses", "identical")}
+        delta = {key: rise[key] for key in ("hits", "misses", "identical")}
         row = {f"cache_{key}": value for key, value in delta.items()}
         calls = delta["hits"] + delta["misses"]
         if calls:
@@ -51,5 +49,4 @@ class CacheMeter:
         total = summed(self.rises.total)
         if not total:
             return {}
-        stats = CacheStats(**{key: type(getattr(CacheStats, key))(total[key]) for key in COUNTS})
-        return {"response_cache": dict(stats.as_dict(), mode=self.mode)}
+        return {"response_cache": cache_figures(total, self.mode)}

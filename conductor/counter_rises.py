@@ -4,7 +4,8 @@ The pool actors keep their counters (calls, $, cache hits) in memory; Ray restar
 ones. So per source and counter, a reading at or above the last one rose by the difference, and a reading
 below it means the source restarted: it rose by the reading itself (what the dead holder counted after the
 last reading is lost; a restart is a fault, and that count cannot be recovered). The first reading of a
-source is its zero. A source missing from a reading (an actor that did not answer) is simply not read.
+source is its zero. Rises keep the counters' type (whole counts stay ints). A source missing from a
+reading (an actor that did not answer) is simply not read.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ class CounterRises:
         rises: dict[str, dict[str, float]] = {}
         for source, counters in readings.items():
             last = self.last.get(source)
-            rise = {name: (0.0 if last is None or name not in last else
+            rise = {name: (0 if last is None or name not in last else
                            value - last[name] if value >= last[name] else value)
                     for name, value in counters.items()}
             total = self.total.setdefault(source, {})
             for name, amount in rise.items():
-                total[name] = total.get(name, 0.0) + amount
+                total[name] = total.get(name, 0) + amount
             self.last[source] = dict(counters)
             rises[source] = rise
         return rises
@@ -41,5 +42,5 @@ def summed(rises: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for counters in rises.values():
         for name, amount in counters.items():
-            out[name] = out.get(name, 0.0) + amount
+            out[name] = out.get(name, 0) + amount
     return out

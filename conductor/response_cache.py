@@ -164,10 +164,17 @@ def with_cache(client: ProviderClient, config: ResponseCacheConfig) -> PoolClien
     return client if config.mode == "off" else CachedClient(client, config)
 
 
+COUNTS = tuple(CacheStats.__dataclass_fields__)  # the counters a snapshot's ``cache`` carries
+
+
+def cache_figures(counts: dict[str, Any], mode: Optional[str]) -> dict[str, Any]:
+    """The figures reported for summed counters (``COUNTS``): with calls, hit rate and identical share."""
+    return dict(CacheStats(**{name: counts[name] for name in COUNTS}).as_dict(), mode=mode)
+
+
 def combined_stats(snapshots: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
     """The cache figures of several pools' snapshots (``snapshot()``) summed; None when none has a cache."""
     caches = [s["cache"] for s in snapshots if "cache" in s]
     if not caches:
         return None
-    total = CacheStats(**{name: sum(c[name] for c in caches) for name in CacheStats.__dataclass_fields__})
-    return dict(total.as_dict(), mode=caches[0]["mode"])
+    return cache_figures({name: sum(c[name] for c in caches) for name in COUNTS}, caches[0]["mode"])
