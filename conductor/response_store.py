@@ -4,7 +4,8 @@ written the replay store's way (conductor/replay_store.py: one atomic file per w
 Layout: ``{root}/provider={id}/{ms}-{writer}-{seq}.parquet``. Each writer (one pool: a cluster's pool actor,
 a driver's in-process pool) appends its new answers as shards of its own and never rewrites one, so writers
 on many nodes share a cache without locks. A reader loads one provider's shards in name order, which is
-time order; where two writers stored the same key, the earlier answer wins, in every reader alike.
+time order to the millisecond; where two writers stored the same key, the earlier answer wins, in every reader
+alike (two shards of the same millisecond go by writer id: an arbitrary order, but every reader's).
 """
 
 from __future__ import annotations

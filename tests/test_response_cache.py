@@ -252,7 +252,20 @@ def test_new_answers_are_written_every_flush_every_and_when_the_pool_closes(sim,
     assert [pq.read_metadata(shard).num_rows for shard in shards] == [2, 2, 1]
 
 
-def test_shards_round_trip_and_the_earliest_answer_wins(tmp_path):
+class SteppingClock:
+    """time.time for the store, a second later at each call: the order of writes, not the machine's clock
+    resolution, decides which shard is earlier."""
+
+    def __init__(self):
+        self.now = 1_800_000_000.0
+
+    def time(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_shards_round_trip_and_the_earliest_answer_wins(tmp_path, monkeypatch):
+    monkeypatch.setattr("conductor.response_store.time", SteppingClock())
     first, second = ResponseStore(str(tmp_path)), ResponseStore(str(tmp_path))
     answer = StoredAnswer("a", 1, 2, 0, 0.5, "stop")
     first.append("p", [NewEntry(("d", 0), "p", "m", "w", answer), NewEntry(("d", 1), "p", "m", "w", answer)])
@@ -261,6 +274,18 @@ def test_shards_round_trip_and_the_earliest_answer_wins(tmp_path):
     (tmp_path / "provider=p" / "_tmp-unfinished").write_bytes(b"half a shard")
     assert ResponseStore(str(tmp_path)).load("p") == {("d", 0): answer, ("d", 1): answer}
     assert ResponseStore(str(tmp_path)).load("nobody") == {}
+
+
+def test_writers_of_the_same_millisecond_are_read_alike_by_every_reader(tmp_path, monkeypatch):
+    clock = SteppingClock()
+    clock.time = lambda: clock.now  # every shard in one millisecond
+    monkeypatch.setattr("conductor.response_store.time", clock)
+    writers = [ResponseStore(str(tmp_path)) for _ in range(4)]
+    for index, writer in enumerate(writers):
+        writer.append("p", [NewEntry(("d", 0), "p", "m", "w", StoredAnswer(f"answer {index}", 1, 1, 0, 0.1, "stop"))])
+    readings = {ResponseStore(str(tmp_path)).load("p")[("d", 0)].text for _ in range(3)}
+    first_writer = min(writers, key=lambda w: w.writer)
+    assert readings == {f"answer {writers.index(first_writer)}"}
 
 
 def test_the_cache_on_s3_is_shared_by_its_writers(sim, s3_server):
