@@ -13,6 +13,7 @@ job only through the runtime env's ``py_modules``, as a user ships one. It gives
 anything else 0.25 and notes each call, so the test sees it imported and called inside the rollout actors,
 from the copy Ray unpacked, and its scores in the run's records."""
 
+import contextlib
 import json
 import os
 import re
@@ -70,10 +71,13 @@ FAMILIES_SEEN = {  # one family per actor kind, the ones every run emits
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: every socket is held until all are chosen."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
 class Head:
@@ -84,13 +88,13 @@ class Head:
 
     def __init__(self, env: dict):
         self.temp = tempfile.mkdtemp(prefix="rayh-", dir="/tmp")  # short: socket paths have a length limit
-        self.dashboard, self.metrics, self.gcs = free_port(), free_port(), free_port()
+        self.dashboard, self.metrics, self.gcs, client_port, agent_port = free_ports(5)
         self.address = f"http://127.0.0.1:{self.dashboard}"
         self.env = env
         command = [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs}", "--num-cpus=2",
                    "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard}",
-                   f"--metrics-export-port={self.metrics}", f"--ray-client-server-port={free_port()}",
-                   f"--dashboard-agent-listen-port={free_port()}", "--disable-usage-stats", f"--temp-dir={self.temp}"]
+                   f"--metrics-export-port={self.metrics}", f"--ray-client-server-port={client_port}",
+                   f"--dashboard-agent-listen-port={agent_port}", "--disable-usage-stats", f"--temp-dir={self.temp}"]
         start = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True)
         self.session = start.pid  # the session's id is its leader's pid

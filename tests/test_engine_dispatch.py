@@ -26,17 +26,35 @@ class StandInReplica:
         self.generate = Method()
 
 
+class HeldReplica(StandInReplica):
+    """Answers only once ``release`` is set: busy for as long as the test says, whatever the machine's speed."""
+
+    def __init__(self, name):
+        super().__init__(name, 0.0)
+        replica, self.release = self, asyncio.Event()
+
+        class Method:
+            async def remote(self, prompts, n, sampling):
+                replica.calls += 1
+                await replica.release.wait()
+                return [[replica.name] * n for _ in prompts]
+
+        self.generate = Method()
+
+
 def test_calls_go_to_the_replica_with_fewest_in_flight():
-    slow, fast = StandInReplica("slow", 0.3), StandInReplica("fast", 0.01)
-    group = EngineGroup([slow, fast])
+    fast = StandInReplica("fast", 0.01)
 
     async def main():
+        slow = HeldReplica("slow")  # its Event belongs to this event loop
+        group = EngineGroup([slow, fast])
         first = asyncio.ensure_future(group.generate([[1]], 2, SamplingSettings()))  # occupies "slow"
         await asyncio.sleep(0)
         rest = [await group.generate([[1]], 1, SamplingSettings()) for _ in range(5)]
-        return await first, rest
+        slow.release.set()
+        return await first, rest, slow, group
 
-    first, rest = asyncio.run(main())
+    first, rest, slow, group = asyncio.run(main())
     assert first == [["slow", "slow"]] and all(r == [["fast"]] for r in rest)
     assert (slow.calls, fast.calls) == (1, 5) and group.in_flight == [0, 0]
 

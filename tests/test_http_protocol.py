@@ -26,8 +26,8 @@ async def hello(scope, receive, send):
 def server(header_timeout_s, max_pending, evictable_after_s=0.1):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(hello, log_level="warning", access_log=False, lifespan="off",
-                            http=header_timeout_protocol(header_timeout_s, max_pending, evictable_after_s))
+    protocol = header_timeout_protocol(header_timeout_s, max_pending, evictable_after_s)
+    config = uvicorn.Config(hello, log_level="warning", access_log=False, lifespan="off", http=protocol)
     running = uvicorn.Server(config)
     thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -36,7 +36,7 @@ def server(header_timeout_s, max_pending, evictable_after_s=0.1):
         assert time.monotonic() < deadline and thread.is_alive()
         time.sleep(0.02)
     try:
-        yield sock.getsockname()[1]
+        yield sock.getsockname()[1], protocol
     finally:
         running.should_exit = True
         thread.join(10)
@@ -54,7 +54,7 @@ def closed(sock, wait_s):
 
 
 def test_a_connection_that_never_finishes_its_headers_is_closed_after_the_timeout():
-    with server(header_timeout_s=0.5, max_pending=100) as port:
+    with server(header_timeout_s=0.5, max_pending=100) as (port, _):
         silent = socket.create_connection(("127.0.0.1", port))
         trickle = socket.create_connection(("127.0.0.1", port))
         trickle.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
@@ -65,8 +65,12 @@ def test_a_connection_that_never_finishes_its_headers_is_closed_after_the_timeou
 
 
 def test_past_the_cap_the_connection_waiting_longest_is_closed():
-    with server(header_timeout_s=600, max_pending=4) as port:
+    with server(header_timeout_s=600, max_pending=4) as (port, protocol):
         sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        deadline = time.monotonic() + 20  # their wait counts from the server's accept, not the client's connect
+        while len(protocol.pending) < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         time.sleep(0.3)  # past evictable_after_s: now they are slow, not a burst
         sockets += [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
         assert closed(sockets[0], 10) and closed(sockets[1], 10)
@@ -79,13 +83,13 @@ def test_past_the_cap_the_connection_waiting_longest_is_closed():
 
 
 def test_keep_alive_requests_are_not_held_to_the_header_cap():
-    with server(header_timeout_s=600, max_pending=1) as port:
+    with server(header_timeout_s=600, max_pending=1) as (port, _):
         with httpx.Client() as client:  # one connection, many requests: never waiting long for headers
             assert all(client.get(f"http://127.0.0.1:{port}/", timeout=10).text == "ok" for _ in range(20))
 
 
 def test_an_oversized_request_line_closes_the_connection_and_garbage_gets_a_json_400():
-    with server(header_timeout_s=600, max_pending=100) as port:
+    with server(header_timeout_s=600, max_pending=100) as (port, _):
         with socket.create_connection(("127.0.0.1", port)) as sock:
             try:
                 sock.sendall(b"GET /" + b"a" * (MAX_HEADER_BYTES + 1024))
@@ -103,7 +107,7 @@ def test_an_oversized_request_line_closes_the_connection_and_garbage_gets_a_json
 
 
 def test_a_burst_of_new_connections_past_the_cap_evicts_nobody():
-    with server(header_timeout_s=600, max_pending=2, evictable_after_s=60) as port:
+    with server(header_timeout_s=600, max_pending=2, evictable_after_s=60) as (port, _):
         sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(6)]
         assert not any(closed(sock, 0.2) for sock in sockets)
         for sock in sockets:
@@ -114,7 +118,7 @@ def test_a_burst_of_new_connections_past_the_cap_evicts_nobody():
 
 
 def test_a_large_body_in_the_same_read_as_its_headers_is_not_counted_as_headers():
-    with server(header_timeout_s=600, max_pending=100) as port:
+    with server(header_timeout_s=600, max_pending=100) as (port, _):
         body = b"x" * (4 * MAX_HEADER_BYTES)
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"

