@@ -33,6 +33,7 @@ from cluster import best_checkpoint as best
 from cluster import train_report as report
 from cluster.cli_console import cli_console
 from cluster.group_collector import GroupCollector
+from cluster.learner_keeper import LearnerKeeper
 from cluster.pool_meters import PoolMeters
 from cluster.preflight import ready_to_start
 from cluster.rollout_feed import RolloutFeed
@@ -70,7 +71,6 @@ class GrpoRecipe:
         self.out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
         self.stack = contextlib.ExitStack()
         self.started = time.time()
-        self.restore_tag: str | None = None  # what a rebuilt learner loads (default: the newest checkpoint)
         self.reissued_counted = 0            # re-issued rollout requests already added to state.faults
         self.stopped = None                  # the spend cap's BudgetStop, when it ended the loop early
         self.phases: dict[str, float] = {}   # setup's and finish's seconds by phase (summary.json run_phases_s)
@@ -132,13 +132,15 @@ class GrpoRecipe:
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
-        with Timer("learners", self.phases):
-            self.learners = self._start_learners()
         self.checkpoints = Checkpoints(self.out, config.learner.keep_checkpoints)
         self.metrics = report.DashboardMetrics(config.run_name)
         self.state = TrainState()
+        with Timer("learners", self.phases):
+            self.learners = LearnerKeeper(self._start_learners, self.checkpoints, config.train.max_learner_restarts,
+                                          restarts=lambda: self.state.faults.get("learner_restarts", 0),
+                                          count=self._count, on_rebuilt=self._learners_rebuilt)
         if config.train.resume and self.checkpoints.latest():
-            self.state = self.checkpoints.load(self.learners, self.checkpoints.latest())
+            self.state = self.checkpoints.load(self.learners.group, self.checkpoints.latest())
             self.console.print(f"resumed from {self.checkpoints.latest()} (step {self.state.step}, "
                                f"policy v{self.state.version})")
             resume_trained_log(self.out, self.state.step)
@@ -163,7 +165,8 @@ class GrpoRecipe:
         self.phases["cluster"] = time.perf_counter() - cluster_started
         self.console.print(report.phases_line("setup", self.phases))
 
-    def _start_learners(self) -> Any:
+    def _start_learners(self) -> tuple[Any, Any]:
+        """A learner group and the weight sync from it to the engines."""
         from learner.learner_group import LearnerGroup
         from learner.weight_sync import WeightSync
 
@@ -171,8 +174,7 @@ class GrpoRecipe:
         learners = LearnerGroup(self.policy, self.learner_config, self.config.train.steps, sequences,
                                 seed=self.config.seed, storage_options=self.config.output.storage_options,
                                 run_name=self.config.run_name)
-        self.sync = WeightSync(learners, self.engines, self.learner_config.weight_sync)
-        return learners
+        return learners, WeightSync(learners, self.engines, self.learner_config.weight_sync)
 
     def _start_fault_handling(self) -> None:
         from cluster.chaos import ChaosMonkey
@@ -180,7 +182,7 @@ class GrpoRecipe:
 
         targets: dict[str, Callable[[], list[Any]]] = {
             "rollout_actor": lambda: self.feed.actors, "engine": lambda: self.engines.replicas,
-            "pool": lambda: list(self.pool.actors.values()), "learner": lambda: self.learners.ranks}
+            "pool": lambda: list(self.pool.actors.values()), "learner": lambda: self.learners.group.ranks}
         self.watch = RestartWatch({kind: targets[kind] for kind in ("rollout_actor", "engine", "pool")})
         self.watch.look()
         self.chaos = ChaosMonkey(self.config.chaos, targets, log=self.console.print).start()
@@ -237,13 +239,13 @@ class GrpoRecipe:
             self.state.token_multiplier = self.budget.multiplier
         try:
             with Timer("train", timings), self.metrics.phase("train"):
-                learner_stats, batch_stats = self.learners.train_step(records)
+                learner_stats, batch_stats = self.learners.group.train_step(records)
             with Timer("sync", timings), self.metrics.phase("sync"):
                 self._publish(step_done=True)
         except LearnerGroupFailed as exc:
             self.staleness.discard(self.config.train.questions_per_step)  # refill extras were discarded already
             self._count("groups_lost_with_learner", len(groups))
-            self._rebuild_learners(exc)
+            self.learners.rebuild(exc)
             return None
         self.state.step += 1
         append_trained(self.out, self.state.step, learner_version, groups)
@@ -265,9 +267,9 @@ class GrpoRecipe:
         self._count("rollout_requests_reissued", self.feed.counters.reissued - self.reissued_counted)
         self.reissued_counted = self.feed.counters.reissued
         try:
-            repaired = self.sync.repair(self.state.version)
+            repaired = self.learners.sync.repair(self.state.version)
         except LearnerGroupFailed as exc:  # the learner pushes the repair: rebuilding it publishes to all
-            self._rebuild_learners(exc)
+            self.learners.rebuild(exc)
             return
         if repaired:
             self._count("engine_repairs", len(repaired))
@@ -278,21 +280,12 @@ class GrpoRecipe:
         training step's version opens room for more rollouts; a version from a rollback or a rebuilt
         learner just makes the groups in flight one version older (the too old are dropped on reading)."""
         self.state.version += 1
-        self.sync.push(self.state.version)
+        self.learners.sync.push(self.state.version)
         if step_done:
             self.staleness.publish()
 
-    def _rebuild_learners(self, cause: Exception) -> None:
-        restarts = self.state.faults.get("learner_restarts", 0)
-        if restarts >= self.config.train.max_learner_restarts:
-            raise RuntimeError(f"the learner group failed {restarts + 1} times; last: {cause}") from cause
-        self._count("learner_restarts")
-        with contextlib.suppress(Exception):
-            self.learners.shutdown()
-        self.learners = self._start_learners()
-        tag = self.restore_tag or self.checkpoints.latest()
-        if tag:
-            self.checkpoints.load(self.learners, tag)
+    def _learners_rebuilt(self, tag: str | None, cause: Exception) -> None:
+        """New learners' weights are a new version for the engines."""
         self._publish()
         self.collector.raise_floor(self.state.version)  # groups sampled by the lost weights are not trained
         self.console.print(f"[yellow]a learner rank died ({cause}); rebuilt the learner group from "
@@ -304,10 +297,10 @@ class GrpoRecipe:
             raise RuntimeError(f"the sampled format rate collapsed {self.state.rollbacks + 1} times; lower "
                                "learner.lr or lengthen the warmup")
         tag = self.checkpoints.latest()
-        self._with_learners(lambda: self.checkpoints.load(self.learners, tag))
+        self.learners.run(lambda: self.checkpoints.load(self.learners.group, tag))
         self.state.rollbacks += 1
         self.state.low_format_steps = 0
-        self._with_learners(self._publish)
+        self.learners.run(self._publish)
         self.collector.raise_floor(self.state.version)  # groups sampled by the collapsed policy are not trained
         self.console.print(f"[yellow]sampled format rate stayed under the floor: rolled back to {tag}[/]")
 
@@ -341,24 +334,13 @@ class GrpoRecipe:
 
         try:
             with self.metrics.phase("checkpoint"):
-                self.checkpoints.save(self.learners, self.state, tag)
+                self.checkpoints.save(self.learners.group, self.state, tag)
             publish_trained(self.out)
             return True
         except LearnerGroupFailed as exc:
-            self._rebuild_learners(exc)
+            self.learners.rebuild(exc)
             self.console.print(f"[yellow]checkpoint {tag} skipped: its weights died with the learner[/]")
             return False
-
-    def _with_learners(self, action: Callable[[], Any]) -> Any:
-        """Run ``action``; if a learner rank dies during it, rebuild the group (from ``restore_tag``) and run
-        it once more. Only for actions that do not depend on weights the rebuild cannot restore."""
-        from learner.learner_group import LearnerGroupFailed
-
-        try:
-            return action()
-        except LearnerGroupFailed as exc:
-            self._rebuild_learners(exc)
-            return action()
 
     def _count(self, key: str, amount: int = 1) -> None:
         if amount:
@@ -371,11 +353,11 @@ class GrpoRecipe:
         """Held-out evaluation of the best validated policy, its export, and the summary."""
         state = self.state
         self.chaos.stop()
-        self.restore_tag = self.checkpoints.latest()  # the final step's weights: train() saved them last
+        self.learners.restore_tag = self.checkpoints.latest()  # the final step's weights: train() saved them last
         if state.best_step not in (-1, state.step):
-            self.restore_tag = "best"
-            chosen = self._with_learners(lambda: self.checkpoints.load(self.learners, "best"))
-            self._with_learners(lambda: self._publish())
+            self.learners.restore_tag = "best"
+            chosen = self.learners.run(lambda: self.checkpoints.load(self.learners.group, "best"))
+            self.learners.run(self._publish)
             self.console.print(f"evaluating the best validated policy (step {chosen.step}, val {chosen.best_val:.3f})")
         elif state.best_step == -1 and self.config.train.val_max_worker_tokens is not None:
             self.console.print("[yellow]no validated policy within train.val_max_worker_tokens: evaluating the last[/]")
@@ -383,7 +365,7 @@ class GrpoRecipe:
             heldout = self.evaluate(list(self.splits.heldout))
         report.warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
         with Timer("export", self.phases):
-            exported = self._with_learners(lambda: self.learners.export_hf(self.out, tokenizer_from=self.policy))
+            exported = self.learners.run(lambda: self.learners.group.export_hf(self.out, tokenizer_from=self.policy))
         card = card_of(self.config.reward)
         if card is not None:  # evaluation and serving read it: this policy takes a cost_quality setting
             self.out.write_text("policy", CARD_FILE, text=card.json())
