@@ -1,5 +1,6 @@
 """GroupCollector: the groups of the next training step. Issues rollout requests while the staleness
-bound admits them (conductor/staleness.py), reads this run segment's new files from the replay store,
+bound admits them (conductor/staleness.py), each keyed for its random draws by the question sampler's state
+(conductor/draw_key.py), reads this run segment's new files from the replay store,
 drops groups older than k versions, hands out the oldest, and with ``refill_rounds`` replaces groups
 without reward spread by fresh questions (dynamic sampling). While it waits it polls the rollout feed
 and calls ``on_wait`` (the driver's actor care: restart counts, engine repair)."""
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cluster.rollout_feed import RolloutFeed
+from conductor.draw_key import request_key
 from conductor.group_buffer import Group, GroupBuffer
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutRequest
@@ -92,7 +94,8 @@ class GroupCollector:
         """Issue requests while the staleness bound allows, spread over the rollout actors."""
         while (capacity := self.staleness.capacity()) > 0:
             count = min(self.questions_per_batch, max(1, -(-capacity // len(self.feed.actors))), capacity)
-            self.feed.submit(RolloutRequest(self.next_batch_id(), tuple(self.sampler.next(count))))
+            key = request_key(self.sampler.state())  # before the draw: what a re-run draws these questions at
+            self.feed.submit(RolloutRequest(self.next_batch_id(), tuple(self.sampler.next(count)), draw_key=key))
             self.staleness.start(count)
 
     def _read_store(self, oldest: int) -> int:

@@ -28,9 +28,11 @@ class PromptBuilder:
         self.fewshot: tuple[FewShotExample, ...] = load_fewshot(
             config.prompt.fewshot_file, config.prompt.num_fewshot, config.executor.max_steps)
 
-    def roster(self) -> Roster:
+    def roster(self, rng: Optional[random.Random] = None) -> Roster:
+        """The workers a prompt offers: the whole pool, or a random ``pool.subset_size`` of it drawn by ``rng``
+        (default: this builder's own)."""
         workers, size = self.config.pool.workers, self.config.pool.subset_size
-        return Roster.random_subset(workers, size, self.rng) if size else Roster.full(workers)
+        return Roster.random_subset(workers, size, rng or self.rng) if size else Roster.full(workers)
 
     def prompt_ids(self, messages: Messages) -> list[int]:
         return chat_ids(self.tokenizer, messages)

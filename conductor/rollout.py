@@ -18,7 +18,7 @@ request issued again (its actor died) produces the same ids and the replay store
 from __future__ import annotations
 
 import asyncio
-import random
+import itertools
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -26,6 +26,7 @@ from typing import Any, Optional, Protocol
 
 from conductor.config import Config
 from conductor.cost_dial import card_of, draw_setting, resolve_setting
+from conductor.draw_key import group_key, rng_of, seed_of
 from conductor.episode import EpisodeResult, EpisodeRunner
 from conductor.episode_score import EpisodeScore, EpisodeScorer
 from conductor.executor import WorkflowExecutor
@@ -62,6 +63,7 @@ class RolloutRequest:
     return_records: bool = False
     recursive_fraction: Optional[float] = None  # None: rollout.recursive_fraction; validation asks for 0
     cost_quality: Optional[int] = None  # a dial run's setting for every group; None: drawn per group
+    draw_key: Optional[str] = None  # what its groups' random draws come from (conductor/draw_key.py); None: batch_id
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,6 @@ class RolloutRunner:
         self.config = config
         self.dial = card_of(config.reward)
         self.generator = generator
-        self.rng = random.Random(seed)
         self.prompts = PromptBuilder(config, tokenizer, seed)
         executor = WorkflowExecutor(pool, question_visibility=config.executor.question_visibility,
                                     parallel=config.executor.parallel_steps)
@@ -116,49 +117,62 @@ class RolloutRunner:
 
     async def run_request(self, request: RolloutRequest) -> list[RolloutRecord]:
         return await self.run(list(request.tasks), request.group_size, request.sampling, request.batch_id,
-                              request.recursive_fraction, request.cost_quality)
+                              request.recursive_fraction, request.cost_quality, request.draw_key)
 
     async def run(self, tasks: list[Task], group_size: Optional[int] = None,
                   sampling: Optional[SamplingSettings] = None, batch_id: Optional[str] = None,
                   recursive_fraction: Optional[float] = None, cost_quality: Optional[int] = None,
-                  ) -> list[RolloutRecord]:
+                  draw_key: Optional[str] = None) -> list[RolloutRecord]:
         """G rollouts for each task (``group_size``/``sampling``/``recursive_fraction`` override the config,
         e.g. greedy evaluation of the root workflow with one sample); one generation call for the batch.
         A recursive turn decodes as its root did (temperature; the recursive-round expression where the root
-        was constrained). ``cost_quality``: a dial run's setting for every group (None: drawn per group)."""
+        was constrained). ``cost_quality``: a dial run's setting for every group (None: drawn per group).
+        ``draw_key`` (default ``batch_id``): every random draw of group i comes from it and the run's seed, the
+        samples' seed too unless ``sampling`` fixes one (conductor/draw_key.py)."""
         group_size = group_size or self.config.rollout.group_size
         share = self.config.rollout.recursive_fraction if recursive_fraction is None else recursive_fraction
         batch_id = batch_id or uuid.uuid4().hex
-        rosters = [self.prompts.roster() for _ in tasks]
-        settings = [self.setting(f"{batch_id}-q{index}", cost_quality) for index in range(len(tasks))]
+        key, seed = draw_key or batch_id, self.config.seed
+        keys = [group_key(key, index) for index in range(len(tasks))]
+        rosters = [self.prompts.roster(rng_of(seed, k, "roster")) for k in keys]
+        settings = [self.setting(k, cost_quality) for k in keys]
         prompts = [self.prompts.task_prompt_ids(t, r, s) for t, r, s in zip(tasks, rosters, settings)]
+        sampling = sampling or self.sampling
+        if sampling.seed is None and sampling.temperature > 0:
+            sampling = replace(sampling, seed=seed_of(seed, key, "sample"))
         started = time.perf_counter()
-        groups = await self.generator.generate(prompts, group_size, sampling or self.sampling)
+        groups = await self.generator.generate(prompts, group_size, sampling)
         generation_s = (time.perf_counter() - started) / max(1, len(tasks) * group_size)
         jobs = []
         for index, (task, roster, samples) in enumerate(zip(tasks, rosters, groups)):
-            group_id = f"{batch_id}-q{index}"
+            group_id, recursion = f"{batch_id}-q{index}", rng_of(seed, keys[index], "recursion")
             for number, sample in enumerate(samples):
-                rounds = 1 if share > 0 and self.rng.random() < share else 0
+                rounds = 1 if share > 0 and recursion.random() < share else 0
                 jobs.append(self._one(task, roster, sample, f"{group_id}-s{number}", group_id, rounds,
-                                      generation_s, sampling or self.sampling, settings[index]))
+                                      generation_s, sampling, settings[index], f"{keys[index]}-s{number}"))
         return list(await asyncio.gather(*jobs))
 
-    def setting(self, group_id: str, fixed: Optional[int] = None) -> Optional[int]:
+    def setting(self, group_key: str, fixed: Optional[int] = None) -> Optional[int]:
         """A group's cost-dial setting: ``fixed``, else drawn for the group; None for a run without the dial
         (which refuses a fixed one)."""
         if self.dial is None or fixed is not None:
             return resolve_setting(self.dial, fixed, "the rollout request's cost_quality")
-        return draw_setting(self.config.seed, group_id, self.dial.settings)
+        return draw_setting(self.config.seed, group_key, self.dial.settings)
 
-    def _recursive_turns(self, sampled: list[Sample], sampling: SamplingSettings, roster: Roster):
-        """The Conductor for one episode's recursive rounds; each turn it takes lands in ``sampled``."""
+    def _recursive_turns(self, sampled: list[Sample], sampling: SamplingSettings, roster: Roster, sample_key: str):
+        """The Conductor for one episode's recursive rounds; each turn it takes lands in ``sampled``. Turn r
+        samples from its own seed (the sample's key and r), when its root's was seeded."""
         if sampling.format_regex is not None:
             sampling = replace(sampling, format_regex=workflow_regex(len(roster), self.config.executor.max_steps,
                                                                      recursive_round=True))
 
+        numbers = itertools.count(1)
+
         async def turn(messages: Messages) -> Optional[str]:
-            [[sample]] = await self.generator.generate([self.prompts.prompt_ids(messages)], 1, sampling)
+            number = next(numbers)
+            seeded = sampling if sampling.seed is None else replace(
+                sampling, seed=seed_of(self.config.seed, f"{sample_key}-r{number}", "sample"))
+            [[sample]] = await self.generator.generate([self.prompts.prompt_ids(messages)], 1, seeded)
             if sample.finish_reason == PROMPT_TOO_LONG:
                 return None
             sampled.append(sample)
@@ -167,7 +181,8 @@ class RolloutRunner:
         return turn
 
     async def _one(self, task: Task, roster: Roster, sample: Sample, rollout_id: str, group_id: str, rounds: int,
-                   generation_s: float, sampling: SamplingSettings, setting: Optional[int] = None) -> RolloutRecord:
+                   generation_s: float, sampling: SamplingSettings, setting: Optional[int] = None,
+                   sample_key: str = "") -> RolloutRecord:
         weight = None if setting is None or self.dial is None else self.dial.weight(setting)
         if sample.finish_reason == PROMPT_TOO_LONG:  # unscored, like a worker outage: not the policy's doing
             episode = EpisodeResult(rounds=[RoundTrace(round=0, conductor_text="", infra_error=(
@@ -180,10 +195,9 @@ class RolloutRunner:
         async with self.limit:
             started = time.perf_counter()
             truncated = self.config.rollout.truncation_is_format_error and sample.finish_reason == "length"
+            conductor = self._recursive_turns(turns, sampling, roster, sample_key) if rounds else None
             episode = await self.episodes.run(task.prompt, roster, sample.text, recursive_rounds=rounds,
-                                              conductor=self._recursive_turns(turns, sampling, roster) if rounds
-                                              else None,
-                                              root_truncated=truncated, cost_quality=setting)
+                                              conductor=conductor, root_truncated=truncated, cost_quality=setting)
             workers_s = time.perf_counter() - started
             score = await self.scorer.score(task, episode, weight)
         return self._record(task, sample, rollout_id, group_id, episode, score, generation_s, workers_s, turns,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from typing import Any, Optional
 
 from conductor.config import EngineConfig
@@ -78,12 +79,16 @@ class VllmSampler:
     def generate(self, prompts: list[list[int]], n: int, sampling: SamplingSettings,
                  version: int = 0) -> list[list[Sample]]:
         """``n`` samples per prompt. A prompt with no room under ``max_model_len`` gets ``n`` empty samples
-        marked ``PROMPT_TOO_LONG`` (vLLM would fail the whole call on it)."""
+        marked ``PROMPT_TOO_LONG`` (vLLM would fail the whole call on it). With ``sampling.seed``, prompt i
+        draws from seed ``seed + i * n`` alone (conductor/draw_key.py)."""
         from vllm.inputs import TokensPrompt
 
         fits = [len(p) < self.max_model_len for p in prompts]
         accepted = [TokensPrompt(prompt_token_ids=p) for p, ok in zip(prompts, fits) if ok]
-        params = sampling_params(n, sampling, self.for_training)
+        params: Any = sampling_params(n, sampling, self.for_training)
+        if sampling.seed is not None:  # each prompt its own generator: the rest of the batch moves no draw of it
+            params = [sampling_params(n, replace(sampling, seed=sampling.seed + i * n), self.for_training)
+                      for i, ok in enumerate(fits) if ok]
         outputs = iter(self.llm.generate(accepted, params, use_tqdm=False) if accepted else [])
         decode = None if self.for_training else self.llm.get_tokenizer()
         return [_samples(next(outputs), version, decode) if ok else too_long(p, n, version)

@@ -1,5 +1,8 @@
 """Format-constrained decoding through a real vLLM engine: every completion the engine ends under the
-workflow expression parses, where the same policy unconstrained writes unparsable text."""
+workflow expression parses, where the same policy unconstrained writes unparsable text. And a seeded prompt
+samples alone: the same completions in a batch of four as by itself (conductor/draw_key.py)."""
+
+from dataclasses import replace
 
 import pytest
 
@@ -39,7 +42,8 @@ def test_constrained_samples_all_parse(toy_warm_start, for_training):
     ids = [prompts.task_prompt_ids(task, roster) for task in preset.tasks[:4]]
     sampler = VllmSampler(str(toy_warm_start), EngineConfig(max_model_len=1024), seed=0, for_training=for_training)
     hot = SamplingSettings(temperature=1.0, max_new_tokens=160, seed=7)
-    free = [s for group in sampler.generate(ids, 8, hot) for s in group]
+    free_groups = sampler.generate(ids, 8, hot)
+    free = [s for group in free_groups for s in group]
     constrained = [s for group in sampler.generate(ids, 8, SamplingSettings(
         temperature=1.0, max_new_tokens=160, seed=7, format_regex=workflow_regex(len(roster), max_steps)))
         for s in group]
@@ -49,3 +53,8 @@ def test_constrained_samples_all_parse(toy_warm_start, for_training):
     assert len(finished) >= 24  # the rest ran out of tokens inside a subtask
     for sample in finished:
         assert _parses(sample.text, len(roster), max_steps), sample.text
+    if for_training:  # prompt 2 of the batch drew from seed 7 + 2 * 8: alone, with that seed, it samples the same
+        [alone] = sampler.generate(ids[2:3], 8, replace(hot, seed=7 + 2 * 8))
+        assert [s.token_ids for s in alone] == [s.token_ids for s in free_groups[2]]
+        [other] = sampler.generate(ids[2:3], 8, replace(hot, seed=1000))
+        assert [s.token_ids for s in other] != [s.token_ids for s in alone]
