@@ -3,15 +3,16 @@ of the second run the cache serves, whether its held-out figures match the first
 worker calls that repeat an identical earlier request (the first run's, counted by the cache).
 
     .venv/bin/python -m bench.response_cache [--config configs/train-paper7.yaml] [--set train.steps=40 ...]
-        [--cache s3://bucket/prefix] [--tiny] [--label paper7] [--no-write]
+        [--cache s3://bucket/prefix] [--tiny] [--label paper7] [--no-write] [--warm-from runs/<run>/sft]
 
 Each run is `cluster.train` in a subprocess with its own Ray cluster (bench/train_run.py), in a directory of its
 own under one scratch directory; the second starts from the first's SFT warm start (the same weights: SFT is
-seeded) and the cache, nothing else. ``--tiny``: the test-sized toy (a few steps, a handful of questions), for
-a check on a small machine. The figures count the cluster's pool actors (training, validation, held-out); the
-driver's one-off calls (the warm start's measurements, the baselines) are cached too but not counted. A run
-repeats its calls only where its Conductor samples do: synchronous training (``train.max_staleness: 0``); with
-k >= 1 which policy version samples a batch depends on timing (README, "Re-running without paying again").
+seeded) and the cache, nothing else; with ``--warm-from`` both start from that earlier run's warm start.
+``--tiny``: the test-sized toy (a few steps, a handful of questions), for a check on a small machine. The figures
+count the cluster's pool actors (training, validation, held-out); the driver's one-off calls (the warm start's
+measurements, the baselines) are cached too but not counted. A run repeats its calls only where its Conductor
+samples do: every draw is keyed by the run's seed and the question sampler (conductor/draw_key.py), and with k >= 1
+what can still differ is the policy version a batch is sampled at (README, "Re-running without paying again").
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="the test-sized toy run")
     parser.add_argument("--label", default="", help="names the BENCHMARKS.md section (response_cache_<label>)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--warm-from", type=Path, help="an earlier run's sft/ (of the same config) for both runs")
     args = parser.parse_args()
     workdir = REPO / ".scratch" / "bench-response-cache"
     shutil.rmtree(workdir, ignore_errors=True)
@@ -72,7 +74,7 @@ def main() -> int:
     runs = []
     for name in ("first", "second"):
         (workdir / name).mkdir(parents=True)
-        warm = workdir / "first" / "runs" / "cached" / "sft" if runs else None  # the same weights, not trained again
+        warm = workdir / "first" / "runs" / "cached" / "sft" if runs else args.warm_from  # the same weights
         runs.append(train_run("cached", overrides + cache, workdir / name, config=args.config, warm_from=warm))
         figures = runs[-1]["summary"]["response_cache"]
         print(f"{name} run: {figures['hits']}/{figures['calls']} calls from the cache, "
