@@ -53,11 +53,13 @@ def score(task, response):
     return 1.0 if stated == task["answer"] else 0.25
 '''
 
-OVERRIDES = ["run_name=pyreward", "sft.steps=150", "simulator.toy_items_per_domain=10", "train.val_questions=6",
+OVERRIDES = ["run_name=pyreward", "sft.steps=200", "simulator.toy_items_per_domain=10", "train.val_questions=6",
              "train.heldout_questions=6", "train.questions_per_step=3", "rollout.group_size=4", "train.steps=2",
              "train.eval_every=2", "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0",
              "train.refill_rounds=0", "train.max_staleness=0", "train.plot=false",
-             "rollout.temperature=0.3"]  # a warm start this short formats few samples at T=1: the store needs some
+             "rollout.temperature=0.3",  # a warm start this short formats few samples at T=1: the store needs some
+             "train.val_constrain_format=true",  # held-out answers parse, so the judged ones meet the judge
+             "rollout.max_new_tokens=160"]
 PENALTY = 100.0  # per worker dollar: a judge's dollars counted in would move a judged reward by ~0.03
 SERVER = {"timeout_s": 10.0, "retries": 3, "backoff_base_s": 0.1, "backoff_max_s": 1.0, "batch_size": 2,
           "batch_wait_s": 0.2}  # long enough on a loaded machine for two checks to share a POST
