@@ -152,12 +152,12 @@ class RolloutRunner:
                                       generation_s, sampling, settings[index], f"{keys[index]}-s{number}"))
         return list(await asyncio.gather(*jobs))
 
-    def setting(self, group_key: str, fixed: Optional[int] = None) -> Optional[int]:
-        """A group's cost-dial setting: ``fixed``, else drawn for the group; None for a run without the dial
-        (which refuses a fixed one)."""
+    def setting(self, key: str, fixed: Optional[int] = None) -> Optional[int]:
+        """A group's cost-dial setting: ``fixed``, else drawn by the group's draw ``key``; None for a run without
+        the dial (which refuses a fixed one)."""
         if self.dial is None or fixed is not None:
             return resolve_setting(self.dial, fixed, "the rollout request's cost_quality")
-        return draw_setting(self.config.seed, group_key, self.dial.settings)
+        return draw_setting(self.config.seed, key, self.dial.settings)
 
     def _recursive_turns(self, sampled: list[Sample], sampling: SamplingSettings, roster: Roster, sample_key: str):
         """The Conductor for one episode's recursive rounds; each turn it takes lands in ``sampled``. Turn r
