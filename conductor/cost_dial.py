@@ -57,9 +57,10 @@ def setting_line(setting: int) -> str:
             f"({MAX_SETTING}: the best answer at any price; 0: the cheapest answer that will do).")
 
 
-def draw_setting(seed: int, group_id: str, settings: Sequence[int]) -> int:
-    """The setting of one GRPO group: uniform over ``settings``, fixed by the run's seed and the group's id."""
-    return random.Random(f"cost-dial:{seed}:{group_id}").choice(list(settings))
+def draw_setting(seed: int, key: str, settings: Sequence[int]) -> int:
+    """The setting of one GRPO group (or SFT prompt): uniform over ``settings``, fixed by the run's seed and the
+    group's draw key (conductor/draw_key.py)."""
+    return random.Random(f"cost-dial:{seed}:{key}").choice(list(settings))
 
 
 @dataclass(frozen=True)
