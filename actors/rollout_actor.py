@@ -1,5 +1,7 @@
 """RolloutActor: a Ray actor that turns rollout requests into scored records and writes them to the
-replay store. The logic is conductor/rollout.py; this file only places it in the cluster.
+replay store. The logic is conductor/rollout.py; this file only places it in the cluster. It also says which
+requests have drawn their Conductor completions (``sampled``), so that a replayable run publishes new weights
+only after the requests in flight were sampled at the old ones (cluster/rollout_feed.py).
 
 It may die at any point (``max_restarts``): the driver issues its request again, with the same batch
 id, so the records get the same ids and the store keeps one copy whichever attempt wrote first.
@@ -8,6 +10,7 @@ id, so the records get the same ids and the store keeps one copy whichever attem
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from typing import Any, Optional
 
 import ray
@@ -17,6 +20,8 @@ from conductor.metrics import Families
 from conductor.replay_store import ReplayStore
 from conductor.rollout import RolloutReceipt, RolloutRequest, RolloutRunner
 from conductor.run_output import local_copy
+
+SAMPLED_KEPT = 4096  # far more requests than are ever in flight at once
 
 
 @ray.remote(num_cpus=0.25, max_restarts=-1, max_task_retries=0)
@@ -34,6 +39,8 @@ class RolloutActor:
         pool = RayPool(config.pool, seed=seed, run_name=config.run_name)
         self.runner = RolloutRunner(config, tokenizer, engines, pool, seed=seed)
         self.store = ReplayStore(store_path, storage_options=store_options or None) if store_path else None
+        self.sampled_ids: OrderedDict[str, None] = OrderedDict()  # the latest SAMPLED_KEPT batch ids
+        self.runner.on_sampled = self._sampled
         actor = ray.get_runtime_context().get_actor_id()[-8:]  # the same after a restart
         self.metrics = Families("conductor_rollout", run=config.run_name, actor=actor)
 
@@ -45,6 +52,15 @@ class RolloutActor:
         return RolloutReceipt(batch_id=request.batch_id, groups=len({r.group_id for r in records}),
                               versions=tuple(sorted({r.policy_version for r in records})),
                               records=records if request.return_records else None)
+
+    def sampled(self, batch_ids: list[str]) -> list[bool]:
+        """Whether each request has drawn its Conductor completions."""
+        return [batch_id in self.sampled_ids for batch_id in batch_ids]
+
+    def _sampled(self, batch_id: str) -> None:
+        self.sampled_ids[batch_id] = None
+        while len(self.sampled_ids) > SAMPLED_KEPT:
+            self.sampled_ids.popitem(last=False)
 
     def _report(self, records: list) -> None:
         for record in records:

@@ -3,13 +3,20 @@ bound admits them (conductor/staleness.py), each keyed for its random draws by t
 (conductor/draw_key.py), reads this run segment's new files from the replay store,
 drops groups older than k versions, hands out the oldest, and with ``refill_rounds`` replaces groups
 without reward spread by fresh questions (dynamic sampling). While it waits it polls the rollout feed
-and calls ``on_wait`` (the driver's actor care: restart counts, engine repair)."""
+and calls ``on_wait`` (the driver's actor care: restart counts, engine repair).
+
+Which groups a step gets: by default the oldest that have arrived, so a slow group waits for a later step
+while faster ones train. With ``in_request_order`` (``train.replayable``) a step gets the next groups in the
+order they were requested, waiting for a slow one: every step trains on the same groups whatever finished
+first, so a second run with the same seed trains as the first did and, over the worker-response cache,
+replays its calls. A step's groups go to the learner in request order either way."""
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cluster.rollout_feed import RolloutFeed
@@ -23,6 +30,7 @@ from conductor.tasks.splits import QuestionSampler
 from learner.train_batch import has_signal, scored_groups
 
 POLL_S = 1.0
+SETTLE_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,7 @@ class GroupCollector:
     def __init__(self, feed: RolloutFeed, store: ReplayStore, sampler: QuestionSampler, staleness: StalenessManager,
                  cursor: Cursor, *, segment: str, first_version: int, questions_per_batch: int, refill_rounds: int,
                  filter_zero_spread: bool, on_wait: Callable[[], None], count: Callable[[str, int], None],
-                 stall_timeout_s: float = 1800.0):
+                 stall_timeout_s: float = 1800.0, in_request_order: bool = False):
         self.feed, self.store, self.sampler, self.staleness, self.cursor = feed, store, sampler, staleness, cursor
         self.segment, self.first_version = segment, first_version
         self.questions_per_batch, self.refill_rounds = questions_per_batch, refill_rounds
@@ -46,6 +54,9 @@ class GroupCollector:
         self.requests = 0
         self.floor = first_version  # no group sampled before this version is trained
         self.stall_timeout_s = stall_timeout_s
+        self.in_request_order = in_request_order
+        self.requested: deque[tuple[str, str]] = deque()  # (batch id, group id) not yet taken, in request order
+        self.finished: set[str] = set()  # batch ids whose request came back
 
     def raise_floor(self, version: int) -> None:
         """Groups sampled before ``version`` are dropped when next seen (weights that were rolled back, or
@@ -69,7 +80,7 @@ class GroupCollector:
             dropped += self._read_store(oldest)
             fresh = [group for group in taken if group[0].policy_version >= oldest]
             dropped += self._drop(len(taken) - len(fresh))
-            new = self.buffer.take(target - len(fresh))
+            new = self._take(target - len(fresh))
             taken = fresh + new
             if new:
                 progress_at = time.monotonic()
@@ -88,15 +99,50 @@ class GroupCollector:
                     raise RuntimeError(f"no rollout group arrived for {self.stall_timeout_s:g}s (an actor that never "
                                        f"comes back?); {self.feed.counters.given_up} request(s) given up")
                 self._wait()
-        return Collected(taken, dropped, refills)
+        return Collected(sorted(taken, key=lambda group: request_order(group[0])), dropped, refills)
+
+    def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """Before a training step publishes (``in_request_order`` only): wait until the requests in flight have
+        drawn their Conductor completions, so each was sampled at the version it was issued under whenever
+        the step ends. Past ``timeout_s`` the step publishes anyway, counted (``unsettled_publishes``)."""
+        if self.in_request_order and not self.feed.wait_sampled(timeout_s):
+            self.count("unsettled_publishes", 1)
+
+    def _take(self, count: int) -> list[Group]:
+        """Up to ``count`` groups: the oldest arrived, or (``in_request_order``) the next requested ones that
+        have arrived, stopping at the first still out. A group its finished request did not write (the
+        store was read since it came back) will not come: its place is freed."""
+        if not self.in_request_order:
+            return self.buffer.take(count)
+        taken = []
+        while len(taken) < count and self.requested:
+            batch_id, group_id = self.requested[0]
+            group = self.buffer.pop(group_id)
+            if group is None and batch_id not in self.finished:
+                break
+            self.requested.popleft()
+            if group is None:
+                self.staleness.discard(1)
+            else:
+                taken.append(group)
+        return taken
+
+    def _forget(self, group_ids: Iterable[str]) -> None:
+        """Groups dropped or given up: no step waits for them."""
+        gone = set(group_ids)
+        if gone and self.in_request_order:
+            self.requested = deque(entry for entry in self.requested if entry[1] not in gone)
 
     def _admit(self) -> None:
         """Issue requests while the staleness bound allows, spread over the rollout actors."""
         while (capacity := self.staleness.capacity()) > 0:
             count = min(self.questions_per_batch, max(1, -(-capacity // len(self.feed.actors))), capacity)
             key = request_key(self.sampler.state())  # before the draw: what a re-run draws these questions at
-            self.feed.submit(RolloutRequest(self.next_batch_id(), tuple(self.sampler.next(count)), draw_key=key))
+            request = RolloutRequest(self.next_batch_id(), tuple(self.sampler.next(count)), draw_key=key)
+            self.feed.submit(request)
             self.staleness.start(count)
+            if self.in_request_order:
+                self.requested.extend((request.batch_id, group_id) for group_id in request.group_ids())
 
     def _read_store(self, oldest: int) -> int:
         """New groups of this segment into the buffer; drops (and returns the count of) those sampled
@@ -104,7 +150,9 @@ class GroupCollector:
         table, self.cursor = self.store.read(min_version=self.first_version, cursor=self.cursor)
         # In request order, not file-name order, so that one seed trains on the same batches every time.
         self.buffer.add(sorted(from_table(table), key=request_order))
-        return self._drop(len(self.buffer.drop_older_than(oldest)))
+        stale = self.buffer.drop_older_than(oldest)
+        self._forget(group[0].group_id for group in stale)
+        return self._drop(len(stale))
 
     def _drop(self, groups: int) -> int:
         if groups:
@@ -113,9 +161,12 @@ class GroupCollector:
         return groups
 
     def _wait(self) -> None:
-        self.feed.poll(timeout_s=POLL_S)
+        receipts = self.feed.poll(timeout_s=POLL_S)
+        if self.in_request_order:
+            self.finished.update(receipt.batch_id for receipt in receipts)
         for request in self.feed.take_given_up():
             self.staleness.discard(len(request.tasks))
+            self._forget(request.group_ids())
             self.count("rollout_requests_failed", 1)
         self.on_wait()
 

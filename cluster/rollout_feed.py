@@ -84,6 +84,33 @@ class RolloutFeed:
             receipts.append(receipt)
         return receipts
 
+    def wait_sampled(self, timeout_s: float, pause_s: float = 0.05) -> bool:
+        """Wait until every request in flight has drawn its Conductor completions (the actors' ``sampled``),
+        has finished, or has lost its actor; False if some had not after ``timeout_s``. Published after this,
+        new weights reach no request that was issued before them."""
+        deadline = time.monotonic() + timeout_s
+        while self.running:
+            calls = list(self.running)
+            finished, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
+            waiting: dict[int, list[str]] = {}
+            for call in set(calls) - set(finished):
+                request, index, _ = self.running[call]
+                waiting.setdefault(index, []).append(request.batch_id)
+            if not waiting:
+                return True
+            asks = {index: self.actors[index].sampled.remote(ids) for index, ids in waiting.items()}
+            try:
+                if all(all(ray.get(ask, timeout=max(0.1, deadline - time.monotonic()))) for ask in asks.values()):
+                    return True
+            except ray.exceptions.GetTimeoutError:
+                return False
+            except ACTOR_GONE:
+                pass  # its calls fail, so the next look leaves them out: they are issued again, after these weights
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause_s)
+        return True
+
     def run(self, requests: Sequence[RolloutRequest], on_wait: Callable[[], None] = lambda: None,
             ) -> list[RolloutReceipt]:
         """Issue ``requests`` (with ``return_records``) and wait for all of them; other requests keep

@@ -160,7 +160,8 @@ class GrpoRecipe:
             segment=uuid.uuid4().hex[:8], first_version=self.state.version,
             questions_per_batch=config.rollout.questions_per_batch, refill_rounds=config.train.refill_rounds,
             filter_zero_spread=self.learner_config.filter_zero_spread, on_wait=self._look_after_actors,
-            count=self._count, stall_timeout_s=config.train.stall_timeout_s)
+            count=self._count, stall_timeout_s=config.train.stall_timeout_s,
+            in_request_order=config.train.replayable)
         self._start_fault_handling()
         self.phases["cluster"] = time.perf_counter() - cluster_started
         self.console.print(report.phases_line("setup", self.phases))
@@ -241,6 +242,7 @@ class GrpoRecipe:
             with Timer("train", timings), self.metrics.phase("train"):
                 learner_stats, batch_stats = self.learners.group.train_step(records)
             with Timer("sync", timings), self.metrics.phase("sync"):
+                self.collector.settle()
                 self._publish(step_done=True)
         except LearnerGroupFailed as exc:
             self.staleness.discard(self.config.train.questions_per_step)  # refill extras were discarded already

@@ -238,7 +238,8 @@ def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[A
         "steps": state.step, "best_step": state.best_step, "best_by": config.train.best_by,
         **best_validation(state),
         **unscored_summary(state), "rollbacks": state.rollbacks, "policy_version": state.version,
-        "max_staleness": config.train.max_staleness, "faults": dict(sorted(state.faults.items())),
+        "max_staleness": config.train.max_staleness, "replayable": config.train.replayable,
+        "faults": dict(sorted(state.faults.items())),
         "grpo_seconds": state.wall_seconds, **run_throughput(state.history, state.wall_seconds),
         **judge_summary(state.history), **facts}
     if config.train.plot and state.history:

@@ -278,6 +278,11 @@ class TrainConfig(Section):
     max_staleness: int = Field(default=0, ge=0, le=64, description="k: every trained record is at most k policy "
                                "versions old; 0 = synchronous (generate, then train), >= 1 = rollouts go on "
                                "while the learner trains")
+    replayable: bool = Field(default=False, description="each step trains on the next groups in request order, "
+                             "waiting for a slow one instead of taking a later one that finished first: a second "
+                             "run with the same seed trains on the same batches (and, over pool.cache, replays "
+                             "its calls). Asynchronous runs (max_staleness >= 1) wait more for it; a synchronous "
+                             "run trains on the same groups either way")
     max_learner_restarts: int = Field(default=3, ge=0, description="learner groups rebuilt from the newest "
                                       "checkpoint after a rank dies, before giving up")
     stall_timeout_s: float = Field(default=1800.0, gt=0, description="no new rollout group for this long: stop "

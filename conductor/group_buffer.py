@@ -37,5 +37,9 @@ class GroupBuffer:
         order = sorted(self._groups, key=lambda gid: self._groups[gid][0].policy_version)[:max(0, count)]
         return [self._groups.pop(gid) for gid in order]
 
+    def pop(self, group_id: str) -> Group | None:
+        """Remove and return the group ``group_id``; None when it has not arrived."""
+        return self._groups.pop(group_id, None)
+
     def __len__(self) -> int:
         return len(self._groups)

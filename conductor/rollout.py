@@ -21,6 +21,7 @@ import asyncio
 import itertools
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Protocol
 
@@ -64,6 +65,14 @@ class RolloutRequest:
     recursive_fraction: Optional[float] = None  # None: rollout.recursive_fraction; validation asks for 0
     cost_quality: Optional[int] = None  # a dial run's setting for every group; None: drawn per group
     draw_key: Optional[str] = None  # what its groups' random draws come from (conductor/draw_key.py); None: batch_id
+
+    def group_ids(self) -> list[str]:
+        """The group ids of its records, one per task in order."""
+        return [group_id_of(self.batch_id, index) for index in range(len(self.tasks))]
+
+
+def group_id_of(batch_id: str, index: int) -> str:
+    return f"{batch_id}-q{index}"
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,7 @@ class RolloutRunner:
         self.limit = asyncio.Semaphore(config.rollout.max_concurrent_episodes)
         self.sampling = SamplingSettings(config.rollout.temperature, config.rollout.top_p,
                                          config.rollout.max_new_tokens)
+        self.on_sampled: Callable[[str], None] = lambda batch_id: None  # a batch's root completions are drawn
 
     async def run_request(self, request: RolloutRequest) -> list[RolloutRecord]:
         return await self.run(list(request.tasks), request.group_size, request.sampling, request.batch_id,
@@ -142,10 +152,11 @@ class RolloutRunner:
             sampling = replace(sampling, seed=seed_of(seed, key, "sample"))
         started = time.perf_counter()
         groups = await self.generator.generate(prompts, group_size, sampling)
+        self.on_sampled(batch_id)
         generation_s = (time.perf_counter() - started) / max(1, len(tasks) * group_size)
         jobs = []
         for index, (task, roster, samples) in enumerate(zip(tasks, rosters, groups)):
-            group_id, recursion = f"{batch_id}-q{index}", rng_of(seed, keys[index], "recursion")
+            group_id, recursion = group_id_of(batch_id, index), rng_of(seed, keys[index], "recursion")
             for number, sample in enumerate(samples):
                 rounds = 1 if share > 0 and recursion.random() < share else 0
                 jobs.append(self._one(task, roster, sample, f"{group_id}-s{number}", group_id, rounds,

@@ -71,3 +71,41 @@ def test_a_replay_miss_inside_the_actor_stops_the_feed_with_its_message(ray_loca
         for _ in range(60):
             feed.poll(timeout_s=1.0)
     assert not feed.take_given_up()
+
+
+@ray.remote(num_cpus=0)
+class GatedRolloutActor:
+    """Draws its completions only once released (``release``), then finishes at once."""
+
+    def __init__(self):
+        import asyncio
+
+        self.gate, self.drawn = asyncio.Event(), set()
+
+    async def run(self, request: RolloutRequest) -> RolloutReceipt:
+        await self.gate.wait()
+        self.drawn.add(request.batch_id)
+        return RolloutReceipt(request.batch_id, groups=len(request.tasks), versions=(0,))
+
+    def sampled(self, batch_ids: list[str]) -> list[bool]:
+        return [batch_id in self.drawn for batch_id in batch_ids]
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def test_weights_wait_until_the_requests_in_flight_have_drawn_their_completions(ray_local):
+    """A replayable run publishes only after ``wait_sampled``: a request not yet sampled holds it (until the
+    timeout, which it reports), and one that has been sampled or has finished does not."""
+    actor = GatedRolloutActor.remote()
+    feed = RolloutFeed([actor])
+    assert feed.wait_sampled(timeout_s=0.1)  # nothing in flight
+    feed.submit(RolloutRequest("gated-0", ()))
+    assert not feed.wait_sampled(timeout_s=0.5)
+    ray.get(actor.release.remote())
+    assert feed.wait_sampled(timeout_s=60)
+    assert ray.get(actor.sampled.remote(["gated-0"])) == [True]
+    receipts, deadline = [], time.monotonic() + 60
+    while feed.busy and time.monotonic() < deadline:
+        receipts += feed.poll(timeout_s=1.0)
+    assert [r.batch_id for r in receipts] == ["gated-0"]

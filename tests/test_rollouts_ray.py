@@ -78,7 +78,9 @@ def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_pat
         tasks = tuple(sim.state.preset.tasks[:4])
         receipt = ray.get(actor.run.remote(RolloutRequest("b0", tasks, write=False, return_records=True)))
         again = ray.get(actor.run.remote(RolloutRequest("b1", tasks[:1])))
+        sampled = ray.get(actor.sampled.remote(["b0", "b1", "never-issued"]))
         ray.kill(actor)
+    assert sampled == [True, True, False]  # what a replayable run waits for before it publishes weights
     records = receipt.records
     assert len(records) == 16 and len({r.group_id for r in records}) == 4 and receipt.groups == 4
     assert {r.rollout_id for r in records} == {f"b0-q{q}-s{s}" for q in range(4) for s in range(4)}

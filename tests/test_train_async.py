@@ -1,7 +1,8 @@
 """`cluster.train` in asynchronous mode, end to end in a subprocess (real vLLM, Ray, DeepSpeed, simulator):
 the staleness bound on every trained record, a spend cap that stops a resumed run before it and a raised
 one that lets it finish, and a run that heals itself while a chaos monkey kills a rollout actor, an engine
-and a learner rank under 20% injected worker faults."""
+and a learner rank under 20% injected worker faults; with ``train.replayable``, a second run that trains as the
+first did."""
 
 import collections
 import json
@@ -143,3 +144,39 @@ def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_
     check_exactly_once(run, steps)
     lags = [step["learner_version"] - group["version"] for step in steps for group in step["groups"].values()]
     assert all(0 <= lag <= 1 for lag in lags), lags
+
+
+def test_a_replayable_async_run_trains_as_its_rerun_did(tmp_path, toy_warm_start):
+    """``train.replayable`` at k = 1: two runs with the same seed train every step on the same groups, sampled at
+    the same versions into the same completions, scored the same, however their requests finished (each run's
+    ids start with its own segment)."""
+    runs = []
+    for name in ("replay-a", "replay-b"):
+        done = train(tmp_path, f"run_name={name}", "train.steps=5", "train.eval_every=5", "train.replayable=true",
+                     warm=toy_warm_start)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        runs.append(tmp_path / "runs" / name)
+
+    def unsegmented(rollout_id: str) -> str:
+        return rollout_id.partition("-")[2]
+
+    def trained(run: Path) -> list[list[tuple]]:
+        return [sorted((unsegmented(gid), group["version"], tuple(map(unsegmented, group["rollout_ids"])))
+                       for gid, group in step["groups"].items()) for step in trained_groups(run)]
+
+    def sampled(run: Path) -> dict[str, tuple]:
+        """The trained rollouts as the store has them (one still in flight when the run ended is not compared)."""
+        ids = {rid for step in trained_groups(run) for group in step["groups"].values() for rid in group["rollout_ids"]}
+        rows = ReplayStore(str(run / "rollouts")).dataset().to_table(
+            columns=["rollout_id", "policy_version", "completion_text", "reward"]).to_pylist()
+        return {unsegmented(r["rollout_id"]): (r["policy_version"], r["completion_text"], r["reward"])
+                for r in rows if r["rollout_id"] in ids}
+
+    first, second = runs
+    assert trained(first) == trained(second) and len(trained(first)) == 5
+    assert {lag for step in trained_groups(first) for lag in
+            (step["learner_version"] - g["version"] for g in step["groups"].values())} == {0, 1}
+    assert sampled(first) == sampled(second)
+    summaries = [json.loads((run / "summary.json").read_text()) for run in runs]
+    assert all(s["replayable"] and "unsettled_publishes" not in s["faults"] for s in summaries)
+    assert summaries[0]["heldout_accuracy"] == summaries[1]["heldout_accuracy"]

@@ -1,0 +1,122 @@
+"""GroupCollector (cluster/group_collector.py), Ray-free: a rollout feed stand-in finishes requests in an order
+the test chooses, writing real records to a real replay store. With ``in_request_order`` (``train.replayable``)
+every step trains on the same groups whatever order they finished in; without it a step takes the groups
+that arrived first."""
+
+import random
+
+import pytest
+
+from cluster.group_collector import GroupCollector
+from conductor.replay_store import Cursor, ReplayStore
+from conductor.rollout import RolloutReceipt, RolloutRequest
+from conductor.rollout_record import RolloutRecord
+from conductor.staleness import StalenessManager
+from conductor.tasks.splits import TaskSampler
+from conductor.tasks.task import Task
+
+TASKS = [Task(id=f"t{i}", domain="math", prompt=f"question {i}", answer="1", verifier="exact")
+         for i in range(40)]
+GROUP_SIZE = 2
+
+
+class OrderedFeed:
+    """Finishes one in-flight request per poll, picked by ``pick`` (0: the oldest); a request's groups are
+    sampled at the version published when it was submitted. ``unwritten``: batch ids that come back having
+    written nothing; ``fail``: batch ids given up."""
+
+    def __init__(self, store: ReplayStore, staleness: StalenessManager, pick, unwritten=(), fail=()):
+        self.actors = [object()]
+        self.store, self.staleness, self.pick = store, staleness, pick
+        self.unwritten, self.fail = set(unwritten), set(fail)
+        self.in_flight: list[tuple[RolloutRequest, int]] = []
+        self.given_up: list[RolloutRequest] = []
+        self.counters = type("Counters", (), {"given_up": 0})()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.in_flight)
+
+    def submit(self, request: RolloutRequest) -> None:
+        self.in_flight.append((request, self.staleness.published))
+
+    def poll(self, timeout_s: float) -> list[RolloutReceipt]:
+        if not self.in_flight:
+            return []
+        request, version = self.in_flight.pop(self.pick(len(self.in_flight)))
+        if request.batch_id in self.fail:
+            self.given_up.append(request)
+            return []
+        if request.batch_id not in self.unwritten:
+            self.store.write([
+                RolloutRecord(rollout_id=f"{group_id}-s{s}", group_id=group_id, question_id=task.id,
+                              policy_version=version, prompt_token_ids=[1], completion_token_ids=[2],
+                              completion_logprobs=[-0.1], completion_text="x", format_ok=True, correct=s == 0,
+                              reward=float(s == 0))
+                for group_id, task in zip(request.group_ids(), request.tasks) for s in range(GROUP_SIZE)])
+        return [RolloutReceipt(request.batch_id, len(request.tasks), (version,))]
+
+    def wait_sampled(self, timeout_s: float) -> bool:
+        self.waits = getattr(self, "waits", 0) + 1
+        return False  # as if a request in flight had not drawn its completions in time
+
+    def take_given_up(self) -> list[RolloutRequest]:
+        given_up, self.given_up = self.given_up, []
+        return given_up
+
+
+def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, unwritten=(), fail=()):
+    """The question ids each step trains on, and the collector's counts; each step ends as the driver's does,
+    settling the requests in flight before it publishes."""
+    store = ReplayStore(str(tmp_path / f"store-{random.random()}"))
+    staleness = StalenessManager(groups_per_step=3, max_staleness=k)
+    feed = OrderedFeed(store, staleness, pick, unwritten, fail)
+    counts: dict[str, int] = {}
+    collector = GroupCollector(
+        feed, store, TaskSampler(TASKS, seed=7), staleness, Cursor(), segment="seg", first_version=0,
+        questions_per_batch=1, refill_rounds=0, filter_zero_spread=False, on_wait=lambda: None,
+        count=lambda name, n: counts.__setitem__(name, counts.get(name, 0) + n), stall_timeout_s=60,
+        in_request_order=in_request_order)
+    trained = []
+    for step in range(steps):
+        groups = collector.collect(lambda version=step: version).groups
+        assert all(len(group) == GROUP_SIZE for group in groups)
+        trained.append([group[0].question_id for group in groups])
+        collector.settle(timeout_s=0.1)
+        staleness.publish()
+    assert getattr(feed, "waits", 0) == (steps if in_request_order else 0)
+    assert counts.get("unsettled_publishes", 0) == getattr(feed, "waits", 0)
+    return trained, counts
+
+
+def oldest(n):
+    return 0
+
+
+def newest(n):
+    return n - 1
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_in_request_order_every_step_trains_on_the_same_groups_whatever_finished_first(tmp_path, k):
+    rng = random.Random(k)
+    in_order, _ = run(tmp_path, oldest, in_request_order=True, k=k)
+    assert run(tmp_path, newest, in_request_order=True, k=k)[0] == in_order
+    assert run(tmp_path, lambda n: rng.randrange(n), in_request_order=True, k=k)[0] == in_order
+    assert run(tmp_path, oldest, in_request_order=False, k=k)[0] == in_order  # finishing in order: the same
+
+
+def test_without_it_an_async_step_takes_the_groups_that_came_back_first(tmp_path):
+    in_order, _ = run(tmp_path, oldest, in_request_order=True, k=1)
+    last_first, _ = run(tmp_path, newest, in_request_order=False, k=1)
+    assert last_first[0] != in_order[0]
+
+
+def test_a_request_that_wrote_nothing_or_was_given_up_is_not_waited_for(tmp_path):
+    """seg-2 comes back without records and seg-5 is given up: the steps go on with the next requests."""
+    trained, counts = run(tmp_path, newest, in_request_order=True, unwritten={"seg-2"}, fail={"seg-5"})
+    in_order, _ = run(tmp_path, oldest, in_request_order=True, steps=6)
+    flat_expected = [q for step in in_order for q in step]
+    skipped = {flat_expected[1], flat_expected[4]}  # the questions of requests 2 and 5 (one question each)
+    assert [q for step in trained for q in step] == [q for q in flat_expected if q not in skipped][:12]
+    assert counts.get("rollout_requests_failed") == 1
