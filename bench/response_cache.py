@@ -12,7 +12,8 @@ seeded) and the cache, nothing else; with ``--warm-from`` both start from that e
 count the cluster's pool actors (training, validation, held-out); the driver's one-off calls (the warm start's
 measurements, the baselines) are cached too but not counted. A run repeats its calls only where its Conductor
 samples do: every draw is keyed by the run's seed and the question sampler (conductor/draw_key.py), and with k >= 1
-what can still differ is the policy version a batch is sampled at (README, "Re-running without paying again").
+which groups a step trains on and at which version they were sampled differ by timing unless
+``--set train.replayable=true`` (README, "Re-running without paying again").
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ never from a process's running generator.
 A training request's draw key names what was drawn, not when: the question sampler's state before the
 request's questions were drawn (cluster/group_collector.py), which a checkpoint keeps. Group i of the request
 is ``{key}-q{i}``. So a second run with the same seed samples the same completions however its requests
-interleave, whichever rollout actor or engine replica serves them (a restarted one too); a re-run over the
-worker-response cache replays the first until the policy version of a batch differs (paper-7 at k = 1: 93.8% of
-the calls; README, "Re-running without paying again"). The
+interleave, whichever rollout actor or engine replica serves them (a restarted one too). An async run also
+repeats which groups each step trains on, and their versions, only with ``train.replayable``
+(cluster/group_collector.py): then a re-run over the worker-response cache replays every call (paper-7 at k = 1:
+100%; without it 93.8%; README, "Re-running without paying again"). The
 engine samples a seeded prompt apart from the rest of its batch (vLLM's per-request generator; prompt i of a
 call gets ``seed + i * n``, its n samples ``+ j``), so what else is in the batch does not move its draws.
 """

@@ -1,7 +1,8 @@
 """The response cache over a whole training run (`cluster.train` in a subprocess, the toy on the simulator):
-a second run of the same seed is served from the cache that the first filled, through the cluster's pool
-actors and the driver's baselines, and reaches the same figures; a replay-only run with an empty cache stops
-at its first worker call, naming it. Ray-free cache tests: tests/test_response_cache.py."""
+a second run of the same seed (asynchronous, ``train.replayable``) is served from the cache that the first
+filled, through the cluster's pool actors and the driver's baselines, and reaches the same figures; a
+replay-only run with an empty cache stops at its first worker call, naming it. Ray-free cache tests:
+tests/test_response_cache.py."""
 
 import json
 import shutil
@@ -18,7 +19,7 @@ TINY = [*TOY_WARM_START, "run_name=c", "train.questions_per_step=3", "rollout.gr
         "train.eval_every=2", "learner.checkpoint_every=2", "learner.micro_batch_size=4", "train.format_floor=0",
         "train.refill_rounds=0", "train.plot=false",
         "train.val_constrain_format=true",  # validation and held-out workflows parse: they call workers
-        "train.max_staleness=0"]  # synchronous: a second run samples what the first did (README, response cache)
+        "train.max_staleness=1", "train.replayable=true"]  # async, as paper-7 ships, made to repeat (README)
 SAME_FIGURES = ("heldout_accuracy", "heldout_format_rate", "best_val_accuracy", "best_single_accuracy",
                 "random_router_accuracy", "steps")
 
