@@ -56,7 +56,6 @@ class GroupCollector:
         self.stall_timeout_s = stall_timeout_s
         self.in_request_order = in_request_order
         self.requested: deque[tuple[str, str]] = deque()  # (batch id, group id) not yet taken, in request order
-        self.finished: set[str] = set()  # batch ids whose request came back
 
     def raise_floor(self, version: int) -> None:
         """Groups sampled before ``version`` are dropped when next seen (weights that were rolled back, or
@@ -99,13 +98,16 @@ class GroupCollector:
                     raise RuntimeError(f"no rollout group arrived for {self.stall_timeout_s:g}s (an actor that never "
                                        f"comes back?); {self.feed.counters.given_up} request(s) given up")
                 self._wait()
+        self._settle()
         return Collected(sorted(taken, key=lambda group: request_order(group[0])), dropped, refills)
 
-    def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
-        """Before a training step publishes (``in_request_order`` only): wait until the requests in flight have
-        drawn their Conductor completions, so each was sampled at the version it was issued under whenever
-        the step ends. Past ``timeout_s`` the step publishes anyway, counted (``unsettled_publishes``)."""
-        if self.in_request_order and not self.feed.wait_sampled(timeout_s):
+    def _settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """The step's groups are taken (``in_request_order`` only): wait until the requests still in flight have
+        drawn their Conductor completions. No request is admitted again before the step publishes, so each was
+        sampled at the version it was admitted under, however long the step trains. Past ``timeout_s`` the step
+        goes on, counted (``unsettled_publishes``). A rollback or a rebuilt learner ends the replay: which
+        groups in flight it makes too old, and when each is seen, is timing again."""
+        if self.in_request_order and not self.feed.wait_sampled(timeout_s, on_wait=self.on_wait):
             self.count("unsettled_publishes", 1)
 
     def _take(self, count: int) -> list[Group]:
@@ -118,7 +120,7 @@ class GroupCollector:
         while len(taken) < count and self.requested:
             batch_id, group_id = self.requested[0]
             group = self.buffer.pop(group_id)
-            if group is None and batch_id not in self.finished:
+            if group is None and batch_id not in self.feed.came_back:
                 break
             self.requested.popleft()
             if group is None:
@@ -161,9 +163,7 @@ class GroupCollector:
         return groups
 
     def _wait(self) -> None:
-        receipts = self.feed.poll(timeout_s=POLL_S)
-        if self.in_request_order:
-            self.finished.update(receipt.batch_id for receipt in receipts)
+        self.feed.poll(timeout_s=POLL_S)
         for request in self.feed.take_given_up():
             self.staleness.discard(len(request.tasks))
             self._forget(request.group_ids())

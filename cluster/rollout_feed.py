@@ -41,6 +41,7 @@ class RolloutFeed:
         self.running: dict[Any, tuple[RolloutRequest, int, int]] = {}  # call -> (request, actor, attempt)
         self.retrying: list[tuple[float, RolloutRequest, int, int]] = []  # (not before, request, attempt, last actor)
         self.finished: dict[str, RolloutReceipt] = {}
+        self.came_back: set[str] = set()  # the batch id of every request that came back, whoever polled
         self.given_up: list[RolloutRequest] = []
         self.counters = FeedCounters()
 
@@ -79,17 +80,21 @@ class RolloutFeed:
                     raise ReplayMiss(str(exc.cause)) from None
                 self._give_up(request)
                 continue
+            self.came_back.add(receipt.batch_id)
             if request.return_records:
                 self.finished[receipt.batch_id] = receipt  # for ``run`` to return
             receipts.append(receipt)
         return receipts
 
-    def wait_sampled(self, timeout_s: float, pause_s: float = 0.05) -> bool:
+    def wait_sampled(self, timeout_s: float, on_wait: Callable[[], None] = lambda: None, pause_s: float = 0.05,
+                     ) -> bool:
         """Wait until every request in flight has drawn its Conductor completions (the actors' ``sampled``),
         has finished, or has lost its actor; False if some had not after ``timeout_s``. Published after this,
-        new weights reach no request that was issued before them."""
+        new weights reach no request that was issued before them. ``on_wait``: the caller's actor care, each
+        round (an engine back from a restart serves only once it has its weights)."""
         deadline = time.monotonic() + timeout_s
         while self.running:
+            on_wait()
             calls = list(self.running)
             finished, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
             waiting: dict[int, list[str]] = {}

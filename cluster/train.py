@@ -242,7 +242,6 @@ class GrpoRecipe:
             with Timer("train", timings), self.metrics.phase("train"):
                 learner_stats, batch_stats = self.learners.group.train_step(records)
             with Timer("sync", timings), self.metrics.phase("sync"):
-                self.collector.settle()
                 self._publish(step_done=True)
         except LearnerGroupFailed as exc:
             self.staleness.discard(self.config.train.questions_per_step)  # refill extras were discarded already

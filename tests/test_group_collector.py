@@ -31,6 +31,7 @@ class OrderedFeed:
         self.unwritten, self.fail = set(unwritten), set(fail)
         self.in_flight: list[tuple[RolloutRequest, int]] = []
         self.given_up: list[RolloutRequest] = []
+        self.came_back: set[str] = set()
         self.counters = type("Counters", (), {"given_up": 0})()
 
     @property
@@ -54,9 +55,10 @@ class OrderedFeed:
                               completion_logprobs=[-0.1], completion_text="x", format_ok=True, correct=s == 0,
                               reward=float(s == 0))
                 for group_id, task in zip(request.group_ids(), request.tasks) for s in range(GROUP_SIZE)])
+        self.came_back.add(request.batch_id)
         return [RolloutReceipt(request.batch_id, len(request.tasks), (version,))]
 
-    def wait_sampled(self, timeout_s: float) -> bool:
+    def wait_sampled(self, timeout_s: float, on_wait=lambda: None) -> bool:
         self.waits = getattr(self, "waits", 0) + 1
         return False  # as if a request in flight had not drawn its completions in time
 
@@ -66,8 +68,9 @@ class OrderedFeed:
 
 
 def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, unwritten=(), fail=()):
-    """The question ids each step trains on, and the collector's counts; each step ends as the driver's does,
-    settling the requests in flight before it publishes."""
+    """The question ids each step trains on, and the collector's counts. In request order, every admitted group
+    is trained, still requested, or discarded (skipped, given up), and each step waited for the requests in
+    flight to sample (the stand-in feed says they had not: counted)."""
     store = ReplayStore(str(tmp_path / f"store-{random.random()}"))
     staleness = StalenessManager(groups_per_step=3, max_staleness=k)
     feed = OrderedFeed(store, staleness, pick, unwritten, fail)
@@ -82,8 +85,10 @@ def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, u
         groups = collector.collect(lambda version=step: version).groups
         assert all(len(group) == GROUP_SIZE for group in groups)
         trained.append([group[0].question_id for group in groups])
-        collector.settle(timeout_s=0.1)
         staleness.publish()
+    if in_request_order:
+        trained_groups = sum(len(step) for step in trained)
+        assert staleness.started - staleness.discarded == trained_groups + len(collector.requested)
     assert getattr(feed, "waits", 0) == (steps if in_request_order else 0)
     assert counts.get("unsettled_publishes", 0) == getattr(feed, "waits", 0)
     return trained, counts

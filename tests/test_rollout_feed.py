@@ -75,37 +75,42 @@ def test_a_replay_miss_inside_the_actor_stops_the_feed_with_its_message(ray_loca
 
 @ray.remote(num_cpus=0)
 class GatedRolloutActor:
-    """Draws its completions only once released (``release``), then finishes at once."""
+    """Draws its completions once ``release("draw")`` opens that gate, then finishes once ``release("finish")``
+    opens the other, as a real rollout actor draws and then waits on its workers."""
 
     def __init__(self):
         import asyncio
 
-        self.gate, self.drawn = asyncio.Event(), set()
+        self.gates, self.drawn = {"draw": asyncio.Event(), "finish": asyncio.Event()}, set()
 
     async def run(self, request: RolloutRequest) -> RolloutReceipt:
-        await self.gate.wait()
+        await self.gates["draw"].wait()
         self.drawn.add(request.batch_id)
+        await self.gates["finish"].wait()
         return RolloutReceipt(request.batch_id, groups=len(request.tasks), versions=(0,))
 
     def sampled(self, batch_ids: list[str]) -> list[bool]:
         return [batch_id in self.drawn for batch_id in batch_ids]
 
-    def release(self) -> None:
-        self.gate.set()
+    def release(self, gate: str) -> None:
+        self.gates[gate].set()
 
 
 def test_weights_wait_until_the_requests_in_flight_have_drawn_their_completions(ray_local):
     """A replayable run publishes only after ``wait_sampled``: a request not yet sampled holds it (until the
-    timeout, which it reports), and one that has been sampled or has finished does not."""
+    timeout, which it reports); one that has sampled, and still waits on its workers, does not."""
     actor = GatedRolloutActor.remote()
     feed = RolloutFeed([actor])
     assert feed.wait_sampled(timeout_s=0.1)  # nothing in flight
     feed.submit(RolloutRequest("gated-0", ()))
-    assert not feed.wait_sampled(timeout_s=0.5)
-    ray.get(actor.release.remote())
+    cared = []
+    assert not feed.wait_sampled(timeout_s=0.5, on_wait=lambda: cared.append(1))
+    assert cared  # the driver's actor care ran while it waited
+    ray.get(actor.release.remote("draw"))
     assert feed.wait_sampled(timeout_s=60)
-    assert ray.get(actor.sampled.remote(["gated-0"])) == [True]
+    assert feed.busy and not feed.poll(timeout_s=0.1)  # sampled, not finished: the wait did not need the receipt
+    ray.get(actor.release.remote("finish"))
     receipts, deadline = [], time.monotonic() + 60
     while feed.busy and time.monotonic() < deadline:
         receipts += feed.poll(timeout_s=1.0)
-    assert [r.batch_id for r in receipts] == ["gated-0"]
+    assert [r.batch_id for r in receipts] == ["gated-0"] and "gated-0" in feed.came_back

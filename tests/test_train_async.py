@@ -146,14 +146,17 @@ def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_
     assert all(0 <= lag <= 1 for lag in lags), lags
 
 
+@pytest.mark.timeout(1500)  # two runs of the driver
 def test_a_replayable_async_run_trains_as_its_rerun_did(tmp_path, toy_warm_start):
     """``train.replayable`` at k = 1: two runs with the same seed train every step on the same groups, sampled at
     the same versions into the same completions, scored the same, however their requests finished (each run's
-    ids start with its own segment)."""
+    ids start with its own segment). Each step's three questions go out as three requests, which the rollout
+    actor runs at once, so they can come back in any order (two actors do not fit the toy's 2 CPUs beside the
+    engine and the learner)."""
     runs = []
     for name in ("replay-a", "replay-b"):
         done = train(tmp_path, f"run_name={name}", "train.steps=5", "train.eval_every=5", "train.replayable=true",
-                     warm=toy_warm_start)
+                     "rollout.questions_per_batch=1", warm=toy_warm_start)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         runs.append(tmp_path / "runs" / name)
 
