@@ -56,6 +56,7 @@ class GroupCollector:
         self.stall_timeout_s = stall_timeout_s
         self.in_request_order = in_request_order
         self.requested: deque[tuple[str, str]] = deque()  # (batch id, group id) not yet taken, in request order
+        self.given_up_groups: set[str] = set()  # their places were freed: groups written late are not counted again
 
     def raise_floor(self, version: int) -> None:
         """Groups sampled before ``version`` are dropped when next seen (weights that were rolled back, or
@@ -150,8 +151,13 @@ class GroupCollector:
         """New groups of this segment into the buffer; drops (and returns the count of) those sampled
         before version ``oldest``."""
         table, self.cursor = self.store.read(min_version=self.first_version, cursor=self.cursor)
+        records = from_table(table)
+        kept = [record for record in records if record.group_id not in self.given_up_groups]
+        if len(kept) < len(records):  # a request given up whose actor still wrote its groups later
+            orphans = {record.group_id for record in records} - {record.group_id for record in kept}
+            self.count("orphaned_groups_ignored", len(orphans))
         # In request order, not file-name order, so that one seed trains on the same batches every time.
-        self.buffer.add(sorted(from_table(table), key=request_order))
+        self.buffer.add(sorted(kept, key=request_order))
         stale = self.buffer.drop_older_than(oldest)
         self._forget(group[0].group_id for group in stale)
         return self._drop(len(stale))
@@ -167,6 +173,9 @@ class GroupCollector:
         for request in self.feed.take_given_up():
             self.staleness.discard(len(request.tasks))
             self._forget(request.group_ids())
+            self.given_up_groups.update(request.group_ids())
+            for group_id in request.group_ids():  # written before it was given up, not yet taken
+                self.buffer.pop(group_id)
             self.count("rollout_requests_failed", 1)
         self.on_wait()
 

@@ -23,12 +23,13 @@ GROUP_SIZE = 2
 class OrderedFeed:
     """Finishes one in-flight request per poll, picked by ``pick`` (0: the oldest); a request's groups are
     sampled at the version published when it was submitted. ``unwritten``: batch ids that come back having
-    written nothing; ``fail``: batch ids given up."""
+    written nothing; ``fail``: batch ids given up; ``orphaned``: batch ids given up whose groups are written
+    anyway (an actor that was slow, not dead)."""
 
-    def __init__(self, store: ReplayStore, staleness: StalenessManager, pick, unwritten=(), fail=()):
+    def __init__(self, store: ReplayStore, staleness: StalenessManager, pick, unwritten=(), fail=(), orphaned=()):
         self.actors = [object()]
         self.store, self.staleness, self.pick = store, staleness, pick
-        self.unwritten, self.fail = set(unwritten), set(fail)
+        self.unwritten, self.fail, self.orphaned = set(unwritten), set(fail), set(orphaned)
         self.in_flight: list[tuple[RolloutRequest, int]] = []
         self.given_up: list[RolloutRequest] = []
         self.came_back: set[str] = set()
@@ -48,6 +49,8 @@ class OrderedFeed:
         if request.batch_id in self.fail:
             self.given_up.append(request)
             return []
+        if request.batch_id in self.orphaned:
+            self.given_up.append(request)
         if request.batch_id not in self.unwritten:
             self.store.write([
                 RolloutRecord(rollout_id=f"{group_id}-s{s}", group_id=group_id, question_id=task.id,
@@ -55,6 +58,8 @@ class OrderedFeed:
                               completion_logprobs=[-0.1], completion_text="x", format_ok=True, correct=s == 0,
                               reward=float(s == 0))
                 for group_id, task in zip(request.group_ids(), request.tasks) for s in range(GROUP_SIZE)])
+        if request.batch_id in self.orphaned:
+            return []
         self.came_back.add(request.batch_id)
         return [RolloutReceipt(request.batch_id, len(request.tasks), (version,))]
 
@@ -67,13 +72,13 @@ class OrderedFeed:
         return given_up
 
 
-def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, unwritten=(), fail=()):
+def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, unwritten=(), fail=(), orphaned=()):
     """The question ids each step trains on, and the collector's counts. In request order, every admitted group
     is trained, still requested, or discarded (skipped, given up), and each step waited for the requests in
     flight to sample (the stand-in feed says they had not: counted)."""
     store = ReplayStore(str(tmp_path / f"store-{random.random()}"))
     staleness = StalenessManager(groups_per_step=3, max_staleness=k)
-    feed = OrderedFeed(store, staleness, pick, unwritten, fail)
+    feed = OrderedFeed(store, staleness, pick, unwritten, fail, orphaned)
     counts: dict[str, int] = {}
     collector = GroupCollector(
         feed, store, TaskSampler(TASKS, seed=7), staleness, Cursor(), segment="seg", first_version=0,
@@ -86,9 +91,12 @@ def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, u
         assert all(len(group) == GROUP_SIZE for group in groups)
         trained.append([group[0].question_id for group in groups])
         staleness.publish()
+    trained_groups = sum(len(step) for step in trained)
+    in_flight = sum(len(request.tasks) for request, _ in feed.in_flight)
     if in_request_order:
-        trained_groups = sum(len(step) for step in trained)
         assert staleness.started - staleness.discarded == trained_groups + len(collector.requested)
+    else:
+        assert staleness.started - staleness.discarded == trained_groups + len(collector.buffer) + in_flight
     assert getattr(feed, "waits", 0) == (steps if in_request_order else 0)
     assert counts.get("unsettled_publishes", 0) == getattr(feed, "waits", 0)
     return trained, counts
@@ -125,3 +133,14 @@ def test_a_request_that_wrote_nothing_or_was_given_up_is_not_waited_for(tmp_path
     skipped = {flat_expected[1], flat_expected[4]}  # the questions of requests 2 and 5 (one question each)
     assert [q for step in trained for q in step] == [q for q in flat_expected if q not in skipped][:12]
     assert counts.get("rollout_requests_failed") == 1
+
+
+@pytest.mark.parametrize("in_request_order", [True, False])
+def test_groups_written_after_their_request_was_given_up_are_not_trained_or_counted_twice(tmp_path, in_request_order):
+    """seg-2's actor writes its group after the feed gave the request up: its place was freed once; the group
+    is ignored when read, in either mode, and the admission count still adds up."""
+    trained, counts = run(tmp_path, oldest, in_request_order=in_request_order, orphaned={"seg-2"})
+    in_order, _ = run(tmp_path, oldest, in_request_order=True, steps=5)
+    flat_expected = [q for step in in_order for q in step]
+    assert [q for step in trained for q in step] == [q for q in flat_expected if q != flat_expected[1]][:12]
+    assert counts.get("rollout_requests_failed") == 1 and counts.get("orphaned_groups_ignored") == 1
