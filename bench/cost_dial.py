@@ -6,7 +6,7 @@
 
 Trains (``python -m cluster.train``, one after another, each in its own Ray cluster):
 - ``train-cost-dial``: ``reward.cost_weight_range=[lo, hi]``, a weight drawn per question, its setting in
-  the prompt (conductor/cost_dial.py);
+  the prompt (conductor/cost_dial.py) and, in the warm start's examples, in a plan line (``sft.plan=setting``);
 - ``train-cost-fixed-q0``, ``-q5``, ``-q10``: ``reward.cost_penalty_per_usd`` at the weight of cheap (0),
   balanced (5) and best (10);
 all kept by validation reward (``train.best_by=reward``), as ``make results-paper7``'s conductor_cost. Then
@@ -125,8 +125,10 @@ def main() -> int:
     lo, hi = args.range
     runs = Path(args.runs)
     common = [*args.overrides, f"output.dir={runs}"]
+    # The dial's warm start states the setting in its plan line (sft.plan: setting), so that its worker ids
+    # follow it; without it, the warm start and GRPO wrote the same workflows at every setting.
     policies = {"dial": trained(runs, "train-cost-dial", args.config,
-                                [*common, f"reward.cost_weight_range=[{lo},{hi}]"])}
+                                [*common, f"reward.cost_weight_range=[{lo},{hi}]", "sft.plan=setting"])}
     for setting in NAMED_SETTINGS.values():
         policies[f"q{setting}"] = trained(runs, f"train-cost-fixed-q{setting}", args.config,
                                           [*common, f"reward.cost_penalty_per_usd={weight_of(setting, (lo, hi))}"])

@@ -52,7 +52,7 @@ from cluster.warm_start import warm_start_policy
 from conductor.baselines import run_baselines
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
-from conductor.cost_dial import CARD_FILE, card_of, resolve_setting
+from conductor.cost_dial import CARD_FILE, card_of, validation_settings
 from conductor.pool import ReplayMiss
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
@@ -86,8 +86,8 @@ class GrpoRecipe:
         from cluster.placement import engine_placement_group
 
         config = self.config
-        self.val_setting = resolve_setting(card_of(config.reward), config.evaluate.cost_quality,
-                                           "evaluate.cost_quality")
+        self.val_settings = validation_settings(card_of(config.reward), config.evaluate.cost_quality,
+                                                "evaluate.cost_quality")
         self.console.print(f"outputs: {self.out.url}")
         if not config.train.resume:
             archive_previous_run(self.out, self.console)
@@ -324,10 +324,11 @@ class GrpoRecipe:
 
     def evaluate(self, tasks: list) -> RolloutStats:
         """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored; a dial run
-        at one setting (``evaluate.cost_quality``, else balanced: conductor/cost_dial.py)."""
-        return summarise(self.feed.evaluate(tasks, best.validation_sampling(self.config),
-                                            self.collector.next_batch_id(), self._look_after_actors,
-                                            self.val_setting))
+        at ``evaluate.cost_quality``, else at cheap, balanced and best, pooled (conductor/cost_dial.py)."""
+        sampling = best.validation_sampling(self.config)
+        return summarise([record for setting in self.val_settings
+                          for record in self.feed.evaluate(tasks, sampling, self.collector.next_batch_id(),
+                                                           self._look_after_actors, setting)])
 
     def _checkpoint(self, tag: str) -> bool:
         """Save; if a learner rank dies meanwhile the weights to save are gone: rebuild and skip it."""

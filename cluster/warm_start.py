@@ -4,8 +4,11 @@ uniformly or by a measured per-domain prior (conductor/worker_prior.py), or its 
 measured per-domain menu of workflows (conductor/workflow_prior.py). Reused when present, so a resumed run
 starts from the same weights.
 
-A cost-dial run (conductor/cost_dial.py) states a setting in each SFT prompt, drawn per prompt as rollouts
-draw one per group; with the workflow menu, a prompt's examples come from its setting's menu."""
+A cost-dial run (conductor/cost_dial.py) puts each SFT question in a prompt at every setting of the dial;
+with the workflow menu, a prompt's examples come from its setting's menu. One prompt a question, its setting
+drawn, left the warm start ignoring the setting: two prompts a domain and setting, nothing to contrast, and it
+learned each domain's mixture of the menus (docs/results/cost-dial.md). The same question at every setting
+shows what changes with the setting alone."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from rich.console import Console
 
 from cluster.rollouts import policy_path
 from conductor.config import Config
-from conductor.cost_dial import CARD_FILE, NAMED_SETTINGS, card_of, draw_setting
+from conductor.cost_dial import CARD_FILE, NAMED_SETTINGS, card_of
 from conductor.example_workflows import example_plans, example_text
 from conductor.prompt_builder import PromptBuilder
 from conductor.recursive_examples import recursive_prompt_ids
@@ -65,14 +68,15 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
         menu = workflow_menu(config, train_tasks, tokenizer, console)
     if not tasks:
         raise ValueError("the SFT warm start needs training questions")
-    rosters = [builder.roster() for _ in tasks]
     dial = card_of(config.reward)
-    settings, prompts = sft_prompts(config, builder, tasks, rosters)
+    tasks, settings = at_every_setting(tasks, dial and dial.settings)
+    rosters = [builder.roster() for _ in tasks]
+    prompts = sft_prompts(builder, tasks, rosters, settings)
     weights = None if prior is None else [roster_weights(prior, task.domain, roster.worker_ids)
                                           for task, roster in zip(tasks, rosters)]
     menus = None if menu is None else [roster_menu(menu[setting], task.domain, roster.worker_ids)
                                        for task, roster, setting in zip(tasks, rosters, settings)]
-    plans = example_plans(config.sft.plan, config.sft.plan_words, [task.prompt for task in tasks])
+    plans = example_plans(config.sft.plan, config.sft.plan_words, [task.prompt for task in tasks], settings)
     recursive = None
     if config.sft.recursive_share > 0:
         rng = random.Random(f"recursive-examples:{config.seed}")
@@ -108,15 +112,19 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     return out.publish("sft")
 
 
-def sft_prompts(config: Config, builder: PromptBuilder, tasks: Sequence[Task],
-                rosters: Sequence[Roster]) -> tuple[list[Optional[int]], list[list[int]]]:
-    """The warm start's prompts, as token ids, and the cost-dial setting each states (drawn per prompt, as
-    rollouts draw one per group; None without the dial)."""
-    dial = card_of(config.reward)
-    settings = [None if dial is None else draw_setting(config.seed, f"sft-{index}", dial.settings)
-                for index in range(len(tasks))]
-    return settings, [builder.task_prompt_ids(task, roster, setting)
-                      for task, roster, setting in zip(tasks, rosters, settings)]
+def at_every_setting(tasks: Sequence[Task], settings: Optional[Sequence[int]]) -> tuple[list[Task],
+                                                                                       list[Optional[int]]]:
+    """The warm start's questions and the cost-dial setting each prompt states: every question at every
+    setting of a dial run (``settings``), each once with no setting (None) otherwise."""
+    if not settings:
+        return list(tasks), [None] * len(tasks)
+    return [task for task in tasks for _ in settings], [setting for _ in tasks for setting in settings]
+
+
+def sft_prompts(builder: PromptBuilder, tasks: Sequence[Task], rosters: Sequence[Roster],
+                settings: Sequence[Optional[int]]) -> list[list[int]]:
+    """The warm start's prompts as token ids, each stating its cost-dial setting (None: none)."""
+    return [builder.task_prompt_ids(task, roster, setting) for task, roster, setting in zip(tasks, rosters, settings)]
 
 
 def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer,

@@ -317,7 +317,8 @@ class EvaluateConfig(Section):
                                 "<name>_recursive): several checkpoints in one report, e.g. a cost frontier")
     cost_quality: Optional[int] = Field(default=None, ge=0, le=10, description="the cost dial's setting a dial "
                                         "policy is evaluated (and a dial run validated) at: 0 cheapest .. 10 best "
-                                        "(conductor/cost_dial.py); null: 5. A policy without the dial refuses one")
+                                        "(conductor/cost_dial.py); null: evaluated at 5, a dial run validated at 0, "
+                                        "5 and 10 pooled. A policy without the dial refuses one")
     rllib_iterations: int = Field(default=20, ge=1, description="PPO iterations of the rllib_router "
                                   "(1,024 one-step episodes each)")
     reuse: list[str] = Field(default_factory=list, description="outcomes.parquet files (paths or URLs) of "

@@ -52,9 +52,11 @@ def weight_of(setting: int, weight_range: Sequence[float]) -> float:
 
 
 def setting_line(setting: int) -> str:
-    """The prompt's statement of the setting (conductor/prompts.py puts it before the question)."""
-    return (f"Cost-quality setting: {check_setting(setting)} of {MAX_SETTING} "
-            f"({MAX_SETTING}: the best answer at any price; 0: the cheapest answer that will do).")
+    """The prompt's statement of the setting (conductor/prompts.py puts it after the question). The number
+    ends the line, the last word the policy reads before it writes: a tiny policy copied the last digit it
+    had read, and a line ending "5 of 10." read as 0."""
+    return (f"Cost-quality setting (0: the cheapest answer that will do; {MAX_SETTING}: the best answer at any "
+            f"price): {check_setting(setting)}.")
 
 
 def draw_setting(seed: int, key: str, settings: Sequence[int]) -> int:
@@ -109,6 +111,15 @@ def policy_card(policy_dir: Optional[str], settings: Any) -> Optional[DialCard]:
     """Whether a policy takes a setting: its own card, else the one its config's ``reward`` section gives
     (a checkpoint of a dial run, evaluated or served with that run's config)."""
     return read_card(policy_dir) or card_of(settings)
+
+
+def validation_settings(card: Optional[DialCard], asked: Optional[int], name: str) -> tuple[Optional[int], ...]:
+    """The settings a training run validates (and scores held-out) at: ``asked`` alone when given; for a dial
+    run without one, cheap, balanced and best, so the checkpoint kept is the best over the whole dial and not
+    at balanced alone; (None,) without the dial."""
+    if card is None or asked is not None:
+        return (resolve_setting(card, asked, name),)
+    return tuple(setting for setting in NAMED_SETTINGS.values() if setting in card.settings) or (card.default,)
 
 
 def resolve_setting(card: Optional[DialCard], asked: Optional[int], name: str) -> Optional[int]:

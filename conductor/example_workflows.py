@@ -35,6 +35,7 @@ PLAN = "Outline an approach. Do not solve."
 SOLVE_WITH_PLAN = "Solve the question with the plan above."
 
 RESTATE_PREFIX = "The question asks: "
+SETTING_PREFIX = "Cost-quality setting "
 
 SHAPES = ("solve", "verify", "verify_chain", "aggregate", "plan")
 Menu = Sequence[tuple[Sequence[int], float]]  # (shown worker indices, weight): conductor/workflow_prior.py
@@ -119,12 +120,24 @@ def restating_plan(question: str, words: int) -> str:
     return f"{RESTATE_PREFIX}{opening}\n"
 
 
-def example_plans(plan: str, words: int, questions: Sequence[str]) -> Optional[list[str]]:
+def setting_plan(setting: int) -> str:
+    """A plan line that states a cost-dial prompt's setting (``sft.plan: setting``). It teaches the warm start
+    to copy the setting from its prompt into its own completion, so the worker ids a few tokens later sit next
+    to the one token that tells a cheap request from a best-answer one (conductor/cost_dial.py)."""
+    return f"{SETTING_PREFIX}{setting}.\n"
+
+
+def example_plans(plan: str, words: int, questions: Sequence[str],
+                  settings: Optional[Sequence[Optional[int]]] = None) -> Optional[list[str]]:
     """Each question's plan line for the warm start's examples (``sft.plan``, ``sft.plan_words``), or None
-    for examples without one."""
+    for examples without one. ``settings``: a cost-dial run's setting of each question (``plan: setting``)."""
     if plan == "none":
         return None
     if plan == "restate":
         return [restating_plan(question, words) for question in questions]
-    raise ValueError(f"unknown plan {plan!r}; known: none, restate")
-
+    if plan == "setting":
+        if settings is None or len(settings) != len(questions) or any(s is None for s in settings):
+            raise ValueError("sft.plan: setting states each prompt's cost-dial setting: it needs a dial run "
+                             "(reward.cost_weight_range)")
+        return [setting_plan(setting) for setting in settings]
+    raise ValueError(f"unknown plan {plan!r}; known: none, restate, setting")

@@ -70,14 +70,15 @@ def _models_block(descriptions: list[str]) -> str:
 
 def conductor_messages(question: str, roster: Roster, fewshot: tuple[FewShotExample, ...], *,
                        max_steps: int, show_prices: bool = True, cost_quality: Optional[int] = None) -> Messages:
-    """The root-round prompt: system = role, semantics, format, examples; user = models, the cost dial's
-    setting (a dial policy's: conductor/cost_dial.py), question."""
+    """The root-round prompt: system = role, semantics, format, examples; user = models, question, then the
+    cost dial's setting (a dial policy's: conductor/cost_dial.py). The setting comes last, next to the
+    completion: a tiny policy did not find it before a question of varying length (docs/results/cost-dial.md)."""
     parts = [ROLE.format(max_steps=max_steps), SEMANTICS, FORMAT]
     for n, example in enumerate(fewshot, start=1):
         parts.append(f"Example {n}\nAvailable models:\n{_models_block(list(example.models))}\n"
                      f"Question: {example.question}\nResponse:\n{example.response}")
-    dial = "" if cost_quality is None else f"{setting_line(cost_quality)}\n\n"
-    user = f"Available models:\n{roster.listing(show_prices)}\n\n{dial}Question: {question}"
+    dial = "" if cost_quality is None else f"\n\n{setting_line(cost_quality)}"
+    user = f"Available models:\n{roster.listing(show_prices)}\n\nQuestion: {question}{dial}"
     return [{"role": "system", "content": "\n\n".join(parts)}, {"role": "user", "content": user}]
 
 

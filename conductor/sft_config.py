@@ -34,10 +34,11 @@ class SftConfig(Section):
                                      "temperature over the mean rewards (-> 0: the best alone; large: uniform)")
     prior_top_workers: int = Field(default=3, ge=1, description="workflow_reward: the menu's pairs are those "
                                    "among each domain's this many best workers alone")
-    plan: Literal["none", "restate"] = Field(
-        default="none", description="the examples' plan line: none, or one restating the question's first "
+    plan: Literal["none", "restate", "setting"] = Field(
+        default="none", description="the examples' plan line: none; one restating the question's first "
         "plan_words words (conductor/example_workflows.py): the policy learns to read the question into its "
-        "completion, so the worker ids follow what tells kinds of question apart")
+        "completion, so the worker ids follow what tells kinds of question apart; or, in a cost-dial run, one "
+        "stating the prompt's cost_quality setting, so the worker ids follow the setting")
     plan_words: int = Field(default=3, ge=1, description="restate: words of the question the plan line repeats")
     targets_per_prompt: int = Field(default=1, ge=1, description="> 1: each drawn prompt carries this many "
                                     "example workflows and runs once (learner/shared_prompt.py; target loss only): "

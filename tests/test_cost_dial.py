@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 from pydantic import ValidationError
 
-from cluster.warm_start import sft_prompts
+from cluster.warm_start import at_every_setting, sft_prompts
 from conductor.baselines import FixedRouter
 from conductor.config import Config, PoolConfig, WorkerSpec
 from conductor.cost_dial import (
@@ -175,7 +175,7 @@ def test_sft_rollout_evaluation_and_serving_state_the_same_line_in_the_same_prom
                                                                        cost_quality=setting)))
 
     [rollout] = rollouts(config, [task], group_size=1, cost_quality=3)
-    [sft_setting], [sft_prompt] = sft_prompts(config, PromptBuilder(config, tokenizer), [task], [roster])
+    [sft_prompt] = sft_prompts(PromptBuilder(config, tokenizer), [task], [roster], [3])
 
     class Recording(FixedRouter):
         def __init__(self, choose):
@@ -201,8 +201,37 @@ def test_sft_rollout_evaluation_and_serving_state_the_same_line_in_the_same_prom
 
     served = [decode(conductor.prompts[0]), decode(generator.prompts[0]), decode(rollout.prompt_token_ids)]
     assert served == [expected(3)] * 3
-    assert decode(sft_prompt) == expected(sft_setting)
-    assert expected(3).count(setting_line(3)) == 1 and f"{setting_line(3)}\n\nQuestion: " in expected(3)
+    assert decode(sft_prompt) == expected(3)
+    assert expected(3).count(setting_line(3)) == 1 and expected(3).endswith(f"\n\n{setting_line(3)}")
+
+
+def test_a_dial_run_validates_over_the_whole_dial_unless_told_one_setting():
+    from conductor.cost_dial import validation_settings
+
+    card = DialCard(RANGE)
+    assert validation_settings(card, None, "evaluate.cost_quality") == (0, 5, 10)
+    assert validation_settings(card, 7, "evaluate.cost_quality") == (7,)
+    assert validation_settings(DialCard(RANGE, settings=(2, 5)), None, "x") == (5,)
+    assert validation_settings(DialCard(RANGE, settings=(3,)), None, "x") == (5,)
+    assert validation_settings(None, None, "evaluate.cost_quality") == (None,)
+    with pytest.raises(ValueError, match="evaluate.cost_quality: this policy was trained without the cost dial"):
+        validation_settings(None, 3, "evaluate.cost_quality")
+
+
+def test_the_warm_start_shows_each_question_at_every_setting_and_its_plan_states_the_setting():
+    from conductor.example_workflows import example_plans
+    from conductor.workflow import parse_workflow
+
+    tasks = toy_tasks(1)[:2]
+    questions, settings = at_every_setting(tasks, card_of(dial_config().reward).settings)
+    assert len(questions) == 22 and settings == list(range(11)) * 2
+    assert [q.id for q in questions[:11]] == [tasks[0].id] * 11 and questions[11].id == tasks[1].id
+    assert at_every_setting(tasks, None) == (tasks, [None, None])
+    plans = example_plans("setting", 3, [q.prompt for q in questions], settings)
+    assert plans[0] == "Cost-quality setting 0.\n" and plans[21] == "Cost-quality setting 10.\n"
+    assert [step.worker for step in parse_workflow(plans[7] + ONE_STEP, num_workers=2, max_steps=2).steps] == [0]
+    with pytest.raises(ValueError, match="needs a dial run"):
+        example_plans("setting", 3, [q.prompt for q in tasks], [None, None])
 
 
 @contextlib.contextmanager
