@@ -152,12 +152,11 @@ class GroupCollector:
         before version ``oldest``."""
         table, self.cursor = self.store.read(min_version=self.first_version, cursor=self.cursor)
         records = from_table(table)
-        kept = [record for record in records if record.group_id not in self.given_up_groups]
-        if len(kept) < len(records):  # a request given up whose actor still wrote its groups later
-            orphans = {record.group_id for record in records} - {record.group_id for record in kept}
+        orphans = {record.group_id for record in records} & self.given_up_groups  # written after the give-up
+        if orphans:
             self.count("orphaned_groups_ignored", len(orphans))
         # In request order, not file-name order, so that one seed trains on the same batches every time.
-        self.buffer.add(sorted(kept, key=request_order))
+        self.buffer.add(sorted((record for record in records if record.group_id not in orphans), key=request_order))
         stale = self.buffer.drop_older_than(oldest)
         self._forget(group[0].group_id for group in stale)
         return self._drop(len(stale))

@@ -133,17 +133,18 @@ class RolloutFeed:
         return [self.finished.pop(batch_id) for batch_id in [r.batch_id for r in requests]]
 
     def evaluate(self, tasks: Sequence[Task], sampling: SamplingSettings, batch_id: str,
-                 on_wait: Callable[[], None] = lambda: None, cost_quality: Optional[int] = None,
+                 on_wait: Callable[[], None] = lambda: None, settings: Sequence[Optional[int]] = (None,),
                  ) -> list[RolloutRecord]:
-        """One sample per task, the tasks dealt over the actors, nothing written to the store. The root
-        workflow alone, as the report's ``conductor`` row scores it: a share of recursive rounds drawn at
-        random would make two checkpoints' scores differ by the draw (``conductor_recursive`` is evaluated by
-        cluster.evaluate). ``cost_quality``: a dial run's setting, one for every question."""
+        """One sample per task and setting, the tasks dealt over the actors, all in flight at once, nothing
+        written to the store. The root workflow alone, as the report's ``conductor`` row scores it: a share of
+        recursive rounds drawn at random would make two checkpoints' scores differ by the draw
+        (``conductor_recursive`` is evaluated by cluster.evaluate). ``settings``: a dial run's cost_quality
+        settings, every question at each (None: no dial)."""
         actors = len(self.actors)
-        requests = [RolloutRequest(f"{batch_id}-eval{i}", tuple(tasks[i::actors]), group_size=1, sampling=sampling,
-                                   write=False, return_records=True, recursive_fraction=0.0,
-                                   cost_quality=cost_quality)
-                    for i in range(actors) if tasks[i::actors]]
+        requests = [RolloutRequest(f"{batch_id}-eval{i}" + ("" if setting is None else f"-c{setting}"),
+                                   tuple(tasks[i::actors]), group_size=1, sampling=sampling, write=False,
+                                   return_records=True, recursive_fraction=0.0, cost_quality=setting)
+                    for setting in settings for i in range(actors) if tasks[i::actors]]
         return [record for receipt in self.run(requests, on_wait) for record in receipt.records]
 
     def take_given_up(self) -> list[RolloutRequest]:

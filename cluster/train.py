@@ -325,10 +325,9 @@ class GrpoRecipe:
     def evaluate(self, tasks: list) -> RolloutStats:
         """Greedy routing (``train.eval_temperature``), one sample per question, nothing stored; a dial run
         at ``evaluate.cost_quality``, else at cheap, balanced and best, pooled (conductor/cost_dial.py)."""
-        sampling = best.validation_sampling(self.config)
-        return summarise([record for setting in self.val_settings
-                          for record in self.feed.evaluate(tasks, sampling, self.collector.next_batch_id(),
-                                                           self._look_after_actors, setting)])
+        return summarise(self.feed.evaluate(tasks, best.validation_sampling(self.config),
+                                            self.collector.next_batch_id(), self._look_after_actors,
+                                            self.val_settings))
 
     def _checkpoint(self, tag: str) -> bool:
         """Save; if a learner rank dies meanwhile the weights to save are gone: rebuild and skip it."""

@@ -60,7 +60,7 @@ def setting_line(setting: int) -> str:
 
 
 def draw_setting(seed: int, key: str, settings: Sequence[int]) -> int:
-    """The setting of one GRPO group (or SFT prompt): uniform over ``settings``, fixed by the run's seed and the
+    """The setting of one GRPO group: uniform over ``settings``, fixed by the run's seed and the
     group's draw key (conductor/draw_key.py)."""
     return random.Random(f"cost-dial:{seed}:{key}").choice(list(settings))
 
