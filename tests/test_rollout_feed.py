@@ -114,3 +114,33 @@ def test_weights_wait_until_the_requests_in_flight_have_drawn_their_completions(
     while feed.busy and time.monotonic() < deadline:
         receipts += feed.poll(timeout_s=1.0)
     assert [r.batch_id for r in receipts] == ["gated-0"] and "gated-0" in feed.came_back
+
+
+@ray.remote(num_cpus=0)
+class EchoRolloutActor:
+    """Answers each question with one record that carries the request's cost-dial setting."""
+
+    def run(self, request: RolloutRequest) -> RolloutReceipt:
+        from conductor.rollout_record import RolloutRecord
+
+        records = [RolloutRecord(rollout_id=f"{group_id}-s0", group_id=group_id, question_id=task.id, policy_version=0,
+                                 prompt_token_ids=[1], completion_token_ids=[2], completion_logprobs=[-0.1],
+                                 completion_text="x", format_ok=True, correct=True, reward=1.0,
+                                 cost_quality=request.cost_quality)
+                   for group_id, task in zip(request.group_ids(), request.tasks)]
+        return RolloutReceipt(request.batch_id, len(records), (0,), records)
+
+
+def test_evaluation_at_several_settings_scores_every_question_once_at_each(ray_local):
+    from conductor.rollout import SamplingSettings
+    from conductor.tasks.task import Task
+
+    tasks = [Task(id=f"t{i}", domain="math", prompt=f"q{i}", answer="1", verifier="exact") for i in range(5)]
+    feed = RolloutFeed([EchoRolloutActor.remote(), EchoRolloutActor.remote()], retry_pause_s=0.2)
+    records = feed.evaluate(tasks, SamplingSettings(0.0), "val-1", settings=(0, 5, 10))
+    assert sorted((r.question_id, r.cost_quality) for r in records) == sorted(
+        (task.id, setting) for task in tasks for setting in (0, 5, 10))
+    assert len({r.rollout_id for r in records}) == 15
+    plain = feed.evaluate(tasks, SamplingSettings(0.0), "val-2")
+    assert sorted(r.question_id for r in plain) == [task.id for task in tasks]
+    assert {r.cost_quality for r in plain} == {None}
