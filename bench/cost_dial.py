@@ -16,12 +16,17 @@ evaluation reusing the one before, so the last report holds all six rows (and th
 ``--baselines`` pointing at an earlier evaluation's outcomes.parquet, e.g. runs/eval-paper7-baselines/):
 its accuracy_cost.png is the accuracy-cost figure with the dial's three points on it.
 
-Writes ``<out>/<name>/`` (the report, its figures), ``<out>/<name>.json`` (the point set: each row's
+With ``--seeds 0 1 2`` every one of the four runs is trained at each seed (seed 0 under the names above,
+seed n under ``seed<n>-``); the rows of seed n are named ``conductor_dial_s<n>_q<setting>``.
+
+Writes ``<out>/<name>/`` (the report, its figures), ``<out>/<name>.json`` (the point set: each row's seed,
 setting, weight, accuracy and $ per question, and the bar's verdict) and ``<out>/<name>.md``. The bar, per
 setting: the dial policy within 1.5 accuracy points and +-15% of the cost of the policy trained at that
-weight, or dominating it (as accurate or more, at no more cost). A run already finished (its policy/ has
-config.json) is reused, so an interrupted bench resumes. Exits 1 when the bar is not met (the files are
-written either way).
+weight, or dominating it (as accurate or more, at no more cost), judged on the means over the seeds (one
+seed: the two policies themselves); every dial seed against every fixed seed is listed beside it, because
+two fixed runs differing only by seed can miss the bar against each other. A run already finished (its
+policy/ has config.json) is reused, so an interrupted bench resumes. Exits 1 when the bar is not met (the
+files are written either way).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from conductor.cost_dial import NAMED_SETTINGS, weight_of
@@ -66,45 +72,91 @@ def verdict(dial: dict, fixed: dict) -> dict:
             "dominates": dominates, "meets_bar": within or dominates}
 
 
-def points(report: dict, weight_range: tuple[float, float]) -> dict:
-    """The six rows of the report as the point set, and the bar at each setting."""
-    rows, bar = [], {}
+def row_name(kind: str, setting: int, seed: int) -> str:
+    """A report row: ``conductor_dial_q5`` at seed 0 (the names before seeds), ``conductor_dial_s1_q5`` after."""
+    return f"conductor_{kind}_q{setting}" if seed == 0 else f"conductor_{kind}_s{seed}_q{setting}"
+
+
+def run_prefix(seed: int) -> str:
+    return "" if seed == 0 else f"seed{seed}-"
+
+
+def mean_point(points: list[dict]) -> dict:
+    """Accuracy and $ per question averaged over seeds, with their range."""
+    accuracy, usd = [p["accuracy"] for p in points], [p["usd"] for p in points]
+    return {"accuracy": sum(accuracy) / len(accuracy), "usd": sum(usd) / len(usd), "seeds": len(points),
+            "accuracy_range": [min(accuracy), max(accuracy)], "usd_range": [min(usd), max(usd)]}
+
+
+def points(report: dict, weight_range: tuple[float, float], seeds: Sequence[int] = (0,)) -> dict:
+    """The report's dial and fixed rows at every seed as the point set; the bar at each setting on the seed
+    means, and every dial seed against every fixed seed beside it."""
+    rows, bar, pairs = [], {}, {}
     for label, setting in NAMED_SETTINGS.items():
-        pair = {}
-        for kind in ("dial", "fixed"):
-            cell = report["methods"][f"conductor_{kind}_q{setting}"]["average"]
-            pair[kind] = {"name": f"conductor_{kind}_q{setting}", "policy": kind, "setting": label,
-                          "cost_quality": setting, "weight": weight_of(setting, weight_range),
-                          "accuracy": cell["accuracy"], "usd": cell["usd"], "worker_tokens": cell["worker_tokens"],
-                          "worker_calls": cell["worker_calls"]}
-            rows.append(pair[kind])
-        bar[label] = verdict(pair["dial"], pair["fixed"])
+        by_kind: dict[str, list[dict]] = {"dial": [], "fixed": []}
+        for seed in seeds:
+            for kind in by_kind:
+                name = row_name(kind, setting, seed)
+                cell = report["methods"][name]["average"]
+                row = {"name": name, "policy": kind, "seed": seed, "setting": label, "cost_quality": setting,
+                       "weight": weight_of(setting, weight_range), "accuracy": cell["accuracy"], "usd": cell["usd"],
+                       "worker_tokens": cell["worker_tokens"], "worker_calls": cell["worker_calls"]}
+                by_kind[kind].append(row)
+                rows.append(row)
+        means = {kind: mean_point(kind_rows) for kind, kind_rows in by_kind.items()}
+        bar[label] = {**verdict(means["dial"], means["fixed"]), "dial": means["dial"], "fixed": means["fixed"]}
+        pairs[label] = [{"dial_seed": d["seed"], "fixed_seed": f["seed"], **verdict(d, f)}
+                        for d in by_kind["dial"] for f in by_kind["fixed"]]
+    result = {"seeds": list(seeds), "points": rows, "bar": bar, "pairs": pairs}
     idle = sorted(row["name"] for row in rows if not row["worker_calls"])
     if idle:  # 0 accuracy at $0 "matches" 0 accuracy at $0: no comparison, so no verdict
-        return {"points": rows, "bar": bar, "meets_bar": False,
+        return {**result, "meets_bar": False,
                 "no_verdict": f"{', '.join(idle)} called no worker (no workflow ran): nothing to compare"}
-    return {"points": rows, "bar": bar, "meets_bar": all(v["meets_bar"] for v in bar.values())}
+    return {**result, "meets_bar": all(v["meets_bar"] for v in bar.values())}
+
+
+def spread(low: float, high: float, scale: float, digits: int) -> str:
+    return "" if low == high else f" ({scale * low:.{digits}f}-{scale * high:.{digits}f})"
 
 
 def markdown(result: dict, name: str, command: str) -> str:
+    seeds = result.get("seeds", [0])
+    over = "the policies themselves" if len(seeds) == 1 else f"the means over seeds {', '.join(map(str, seeds))}"
     lines = [f"# One Conductor with a cost dial against three trained at fixed weights ({name})", "",
              f"Made by `{command}`. The dial policy drew a weight per question from {result['weight_range']} "
              "(`reward.cost_weight_range`) and was evaluated at three `evaluate.cost_quality` settings; each fixed "
              "policy was trained at that setting's weight (`reward.cost_penalty_per_usd`). The bar: within "
-             f"{ACCURACY_POINTS} accuracy points and ±{COST_SHARE:.0%} of the fixed policy's cost, or dominating it.",
+             f"{ACCURACY_POINTS} accuracy points and ±{COST_SHARE:.0%} of the fixed policy's cost, or dominating it, "
+             f"judged on {over} (ranges over seeds in brackets).",
              "", "| setting | cost_quality | weight | dial accuracy | fixed accuracy | points | dial $ | fixed $ | "
              "cost ratio | meets the bar |", "|---|---|---|---|---|---|---|---|---|---|"]
-    by_name = {row["name"]: row for row in result["points"]}
     for label, setting in NAMED_SETTINGS.items():
-        dial, fixed = by_name[f"conductor_dial_q{setting}"], by_name[f"conductor_fixed_q{setting}"]
         check = result["bar"][label]
+        dial, fixed = check["dial"], check["fixed"]
         meets = "yes (dominates)" if check["dominates"] else "yes" if check["within"] else "no"
-        lines.append(f"| {label} | {setting} | {dial['weight']:g} | {100 * dial['accuracy']:.2f} | "
-                     f"{100 * fixed['accuracy']:.2f} | {check['accuracy_points']:+.2f} | {dial['usd']:.5f} | "
-                     f"{fixed['usd']:.5f} | {check['cost_ratio']:.3f} | {meets} |")
+        lines.append(f"| {label} | {setting} | {weight_of(setting, tuple(result['weight_range'])):g} | "
+                     f"{100 * dial['accuracy']:.2f}{spread(*dial['accuracy_range'], 100, 2)} | "
+                     f"{100 * fixed['accuracy']:.2f}{spread(*fixed['accuracy_range'], 100, 2)} | "
+                     f"{check['accuracy_points']:+.2f} | {dial['usd']:.5f}{spread(*dial['usd_range'], 1, 5)} | "
+                     f"{fixed['usd']:.5f}{spread(*fixed['usd_range'], 1, 5)} | {check['cost_ratio']:.3f} | {meets} |")
     overall = ("the dial meets the bar at every setting" if result["meets_bar"] else
                f"no verdict: {result['no_verdict']}" if "no_verdict" in result else "the bar is not met")
-    lines += ["", f"Overall: {overall}. The whole report: [{name}/report.md]({name}/report.md).", "",
+    lines += ["", f"Overall, on {over}: {overall}."]
+    if len(seeds) > 1:
+        lines += ["", "Every dial seed against every fixed seed (points, cost ratio, the bar):", "",
+                  "| setting | " + " | ".join(f"fixed seed {s}" for s in seeds) + " |",
+                  "|---|" + "---|" * len(seeds)]
+        for label in NAMED_SETTINGS:
+            for dial_seed in seeds:
+                cells = []
+                for pair in (p for p in result["pairs"][label] if p["dial_seed"] == dial_seed):
+                    meets = "dominates" if pair["dominates"] else "yes" if pair["within"] else "no"
+                    cells.append(f"{pair['accuracy_points']:+.2f}, {pair['cost_ratio']:.3f}x: {meets}")
+                lines.append(f"| {label}, dial seed {dial_seed} | " + " | ".join(cells) + " |")
+        met = sum(p["meets_bar"] for pairs in result["pairs"].values() for p in pairs)
+        total = sum(len(pairs) for pairs in result["pairs"].values())
+        lines += ["", f"Pairs meeting the bar: {met} of {total}."]
+    lines += ["", f"The whole report: [{name}/report.md]({name}/report.md).", "",
               f"![accuracy against cost]({name}/accuracy_cost.png)", ""]
     return "\n".join(lines)
 
@@ -116,6 +168,8 @@ def main() -> int:
                         help="reward.cost_weight_range: the dial's weight at cost_quality 10 and 0")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="a dotted override for every run and evaluation (e.g. a tiny size)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="train every run at each seed; the bar is judged on the means over seeds")
     parser.add_argument("--runs", default="runs", help="where the four training runs are (output.dir)")
     parser.add_argument("--out", default="docs/results", help="where the report and point set go")
     parser.add_argument("--name", default="cost-dial")
@@ -124,18 +178,19 @@ def main() -> int:
     args = parser.parse_args()
     lo, hi = args.range
     runs = Path(args.runs)
-    common = [*args.overrides, f"output.dir={runs}"]
-    # The dial's warm start states the setting in its plan line (sft.plan: setting), so that its worker ids
-    # follow it; without it, the warm start and GRPO wrote the same workflows at every setting.
-    policies = {"dial": trained(runs, "train-cost-dial", args.config,
-                                [*common, f"reward.cost_weight_range=[{lo},{hi}]", "sft.plan=setting"])}
-    for setting in NAMED_SETTINGS.values():
-        policies[f"q{setting}"] = trained(runs, f"train-cost-fixed-q{setting}", args.config,
-                                          [*common, f"reward.cost_penalty_per_usd={weight_of(setting, (lo, hi))}"])
+    steps = []
+    for seed in args.seeds:
+        common = [*args.overrides, f"output.dir={runs}", f"seed={seed}"]
+        # The dial's warm start states the setting in its plan line (sft.plan: setting), so that its worker ids
+        # follow it; without it, the warm start and GRPO wrote the same workflows at every setting.
+        dial = trained(runs, f"{run_prefix(seed)}train-cost-dial", args.config,
+                       [*common, f"reward.cost_weight_range=[{lo},{hi}]", "sft.plan=setting"])
+        steps += [(row_name("dial", s, seed), dial, [f"evaluate.cost_quality={s}"]) for s in NAMED_SETTINGS.values()]
+        for setting in NAMED_SETTINGS.values():
+            fixed = trained(runs, f"{run_prefix(seed)}train-cost-fixed-q{setting}", args.config,
+                            [*common, f"reward.cost_penalty_per_usd={weight_of(setting, (lo, hi))}"])
+            steps.append((row_name("fixed", setting, seed), fixed, []))
     reuse = [args.baselines] if args.baselines else []
-    steps = [(f"conductor_dial_q{s}", policies["dial"], [f"evaluate.cost_quality={s}"])
-             for s in NAMED_SETTINGS.values()]
-    steps += [(f"conductor_fixed_q{s}", policies[f"q{s}"], []) for s in NAMED_SETTINGS.values()]
     for index, (row, policy, extra) in enumerate(steps):
         last = index == len(steps) - 1
         where = [f"output.dir={args.out}", f"run_name={args.name}"] if last else [f"output.dir={runs}",
@@ -145,7 +200,7 @@ def main() -> int:
                                               f"evaluate.reuse=[{','.join(reuse)}]", *where])
         reuse = [str(Path(args.out if last else runs, args.name if last else f"eval-{row}", "outcomes.parquet"))]
     report = json.loads(Path(args.out, args.name, "report.json").read_text())
-    result = {"weight_range": [lo, hi], **points(report, (lo, hi))}
+    result = {"weight_range": [lo, hi], **points(report, (lo, hi), args.seeds)}
     Path(args.out, f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
     command = "python -m bench.cost_dial " + " ".join(sys.argv[1:])
     Path(args.out, f"{args.name}.md").write_text(markdown(result, args.name, command.strip()))

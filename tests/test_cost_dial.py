@@ -318,3 +318,31 @@ def test_the_bench_verdict_needs_workflows_that_ran_and_then_applies_the_bar():
     assert not points(report(0.45, 2.0), (0.0, 20.0))["meets_bar"]  # 5 points below, at the same cost
     idle = points(report(0.5, 0.0), (0.0, 20.0))  # nothing ran: 0 accuracy at $0 on both sides
     assert not idle["meets_bar"] and "called no worker" in idle["no_verdict"]
+
+
+def test_the_bench_judges_the_bar_on_the_seed_means_and_lists_every_pair():
+    from bench.cost_dial import NAMED_SETTINGS, markdown, points, row_name
+
+    # Two fixed seeds 3 points and 30% of cost apart (each misses the bar against the other); the dial's two
+    # seeds sit at their mean. Only the means can meet the bar; the pairs say how the single runs compare.
+    fixed = {0: (0.50, 0.010), 1: (0.53, 0.013)}
+    dial = {0: (0.51, 0.011), 1: (0.52, 0.012)}
+    methods = {}
+    for setting in NAMED_SETTINGS.values():
+        for kind, by_seed in (("dial", dial), ("fixed", fixed)):
+            for seed, (accuracy, usd) in by_seed.items():
+                methods[row_name(kind, setting, seed)] = {"average": {
+                    "accuracy": accuracy, "usd": usd, "worker_tokens": 100.0, "worker_calls": 1.0}}
+    result = {"weight_range": [0.0, 20.0], **points({"methods": methods}, (0.0, 20.0), [0, 1])}
+    assert row_name("dial", 5, 0) == "conductor_dial_q5" and row_name("dial", 5, 1) == "conductor_dial_s1_q5"
+    assert result["meets_bar"]
+    balanced = result["bar"]["balanced"]
+    assert balanced["accuracy_points"] == 0.0 and balanced["cost_ratio"] == 1.0
+    assert balanced["fixed"]["accuracy_range"] == [0.50, 0.53]
+    pairs = result["pairs"]["balanced"]
+    assert len(pairs) == 4 and sum(p["meets_bar"] for p in pairs) == 2  # dial 0 vs fixed 0, dial 1 vs fixed 1
+    assert len(result["points"]) == 12
+    text = markdown(result, "cost-dial", "python -m bench.cost_dial --seeds 0 1")
+    assert "the means over seeds 0, 1" in text and "Pairs meeting the bar: 6 of 12." in text
+    single = points({"methods": {k: v for k, v in methods.items() if "_s1_" not in k}}, (0.0, 20.0))
+    assert single["bar"]["best"]["accuracy_points"] == 1.0 and single["seeds"] == [0]
