@@ -38,8 +38,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
+from conductor.config_loader import load_config
 from conductor.cost_dial import NAMED_SETTINGS, weight_of
+from conductor.rewards import RewardConfig, reward
 
 REPO = Path(__file__).resolve().parents[1]
 ACCURACY_POINTS, COST_SHARE = 1.5, 0.15
@@ -81,16 +84,43 @@ def run_prefix(seed: int) -> str:
     return "" if seed == 0 else f"seed{seed}-"
 
 
+def heldout_rewards(outcomes: Path, settings: RewardConfig, weights: dict[str, float]) -> dict[str, float]:
+    """Each named row's reward at its own weight (``weights``: row -> the dial's price of a dollar), the
+    objective it was trained on, from an evaluation's outcomes: each domain's mean, averaged over domains as
+    the report's accuracy is. Calls that failed on infrastructure are left out, as in training."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(outcomes).to_pylist()
+    by_row: dict[str, dict[str, list[float]]] = {name: {} for name in weights}
+    for outcome in table:
+        if outcome["method"] not in weights:
+            continue
+        value = reward(format_ok=outcome["parse_error"] is None, correct=bool(outcome["correct"]),
+                       cost_usd=outcome["usd"] + (outcome.get("judge_usd") or 0.0),
+                       worker_tokens=outcome["worker_prompt_tokens"] + outcome["worker_completion_tokens"],
+                       infra_error=outcome["error"] is not None, settings=settings, score=outcome.get("score"),
+                       cost_weight=weights[outcome["method"]])
+        if value is not None:
+            by_row[outcome["method"]].setdefault(outcome["domain"], []).append(value)
+    return {name: sum(sum(v) / len(v) for v in domains.values()) / len(domains)
+            for name, domains in by_row.items() if domains}
+
+
 def mean_point(points: list[dict]) -> dict:
-    """Accuracy and $ per question averaged over seeds, with their range."""
+    """Accuracy, $ per question and (where known) held-out reward averaged over seeds, with their range."""
     accuracy, usd = [p["accuracy"] for p in points], [p["usd"] for p in points]
-    return {"accuracy": sum(accuracy) / len(accuracy), "usd": sum(usd) / len(usd), "seeds": len(points),
+    mean = {"accuracy": sum(accuracy) / len(accuracy), "usd": sum(usd) / len(usd), "seeds": len(points),
             "accuracy_range": [min(accuracy), max(accuracy)], "usd_range": [min(usd), max(usd)]}
+    if all(p.get("reward") is not None for p in points):
+        mean["reward"] = sum(p["reward"] for p in points) / len(points)
+    return mean
 
 
-def points(report: dict, weight_range: tuple[float, float], seeds: Sequence[int] = (0,)) -> dict:
-    """The report's dial and fixed rows at every seed as the point set; the bar at each setting on the seed
-    means, and every dial seed against every fixed seed beside it."""
+def points(report: dict, weight_range: tuple[float, float], seeds: Sequence[int] = (0,),
+           rewards: Optional[dict[str, float]] = None) -> dict:
+    """The report's dial and fixed rows at every seed as the point set (with each row's held-out reward at
+    its weight, from ``rewards``); the bar at each setting on the seed means, and every dial seed against
+    every fixed seed beside it."""
     rows, bar, pairs = [], {}, {}
     for label, setting in NAMED_SETTINGS.items():
         by_kind: dict[str, list[dict]] = {"dial": [], "fixed": []}
@@ -100,7 +130,8 @@ def points(report: dict, weight_range: tuple[float, float], seeds: Sequence[int]
                 cell = report["methods"][name]["average"]
                 row = {"name": name, "policy": kind, "seed": seed, "setting": label, "cost_quality": setting,
                        "weight": weight_of(setting, weight_range), "accuracy": cell["accuracy"], "usd": cell["usd"],
-                       "worker_tokens": cell["worker_tokens"], "worker_calls": cell["worker_calls"]}
+                       "worker_tokens": cell["worker_tokens"], "worker_calls": cell["worker_calls"],
+                       "reward": (rewards or {}).get(name)}
                 by_kind[kind].append(row)
                 rows.append(row)
         means = {kind: mean_point(kind_rows) for kind, kind_rows in by_kind.items()}
@@ -139,6 +170,14 @@ def markdown(result: dict, name: str, command: str) -> str:
                      f"{100 * fixed['accuracy']:.2f}{spread(*fixed['accuracy_range'], 100, 2)} | "
                      f"{check['accuracy_points']:+.2f} | {dial['usd']:.5f}{spread(*dial['usd_range'], 1, 5)} | "
                      f"{fixed['usd']:.5f}{spread(*fixed['usd_range'], 1, 5)} | {check['cost_ratio']:.3f} | {meets} |")
+    if all("reward" in result["bar"][label]["dial"] and "reward" in result["bar"][label]["fixed"]
+           for label in NAMED_SETTINGS):
+        lines += ["", "The objective each policy was trained on: held-out reward at the setting's weight (right or "
+                  "wrong, less the weight times $, less the token penalty; each domain's mean, averaged over "
+                  "domains):", "", "| setting | dial reward | fixed reward | difference |", "|---|---|---|---|"]
+        for label in NAMED_SETTINGS:
+            dial, fixed = result["bar"][label]["dial"]["reward"], result["bar"][label]["fixed"]["reward"]
+            lines.append(f"| {label} | {dial:.4f} | {fixed:.4f} | {dial - fixed:+.4f} |")
     overall = ("the dial meets the bar at every setting" if result["meets_bar"] else
                f"no verdict: {result['no_verdict']}" if "no_verdict" in result else "the bar is not met")
     lines += ["", f"Overall, on {over}: {overall}."]
@@ -200,7 +239,13 @@ def main() -> int:
                                               f"evaluate.reuse=[{','.join(reuse)}]", *where])
         reuse = [str(Path(args.out if last else runs, args.name if last else f"eval-{row}", "outcomes.parquet"))]
     report = json.loads(Path(args.out, args.name, "report.json").read_text())
-    result = {"weight_range": [lo, hi], **points(report, (lo, hi), args.seeds)}
+    weights = {row_name(kind, s, seed): weight_of(s, (lo, hi)) for seed in args.seeds for kind in ("dial", "fixed")
+               for s in NAMED_SETTINGS.values()}
+    settings = load_config(args.config, args.overrides).reward
+    outcomes = Path(args.out, args.name, "outcomes.parquet")
+    rewards = heldout_rewards(outcomes, settings, weights)
+    outcomes.replace(runs / f"{args.name}-outcomes.parquet")  # every row's outcomes, kept with the runs
+    result = {"weight_range": [lo, hi], **points(report, (lo, hi), args.seeds, rewards)}
     Path(args.out, f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
     command = "python -m bench.cost_dial " + " ".join(sys.argv[1:])
     Path(args.out, f"{args.name}.md").write_text(markdown(result, args.name, command.strip()))

@@ -346,3 +346,31 @@ def test_the_bench_judges_the_bar_on_the_seed_means_and_lists_every_pair():
     assert "the means over seeds 0, 1" in text and "Pairs meeting the bar: 6 of 12." in text
     single = points({"methods": {k: v for k, v in methods.items() if "_s1_" not in k}}, (0.0, 20.0))
     assert single["bar"]["best"]["accuracy_points"] == 1.0 and single["seeds"] == [0]
+
+
+def test_the_bench_reads_each_rows_heldout_reward_at_its_own_weight(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench.cost_dial import heldout_rewards
+    from conductor.rewards import RewardConfig
+
+    def outcome(method, domain, correct, usd, tokens, error=None, parse_error=None):
+        return {"method": method, "domain": domain, "correct": correct, "usd": usd, "judge_usd": 0.0,
+                "worker_prompt_tokens": tokens, "worker_completion_tokens": 0, "error": error,
+                "parse_error": parse_error, "score": None}
+
+    rows = [outcome("dial", "code", True, 0.01, 100), outcome("dial", "code", False, 0.01, 100),
+            outcome("dial", "math", True, 0.02, 3400),               # 1,000 tokens over the free 2,400
+            outcome("dial", "math", True, 0.0, 0, error="timeout"),  # infrastructure: left out
+            outcome("fixed", "code", True, 0.0, 100, parse_error="missing_list"),
+            outcome("other", "code", True, 0.0, 100)]
+    path = tmp_path / "outcomes.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    settings = RewardConfig(wrong=0.0, format_error=0.0, penalty_free_worker_tokens=2400,
+                            cost_penalty_per_1k_worker_tokens=0.5)
+    got = heldout_rewards(path, settings, {"dial": 10.0, "fixed": 20.0})
+    code = ((1 - 0.1) + max(0 - 0.1, 0.0)) / 2       # floored at format_error
+    math = 1 - 0.2 - 0.5
+    assert got["dial"] == pytest.approx((code + math) / 2)
+    assert got["fixed"] == 0.0 and "other" not in got  # a format error scores format_error
