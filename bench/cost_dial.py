@@ -146,6 +146,36 @@ def points(report: dict, weight_range: tuple[float, float], seeds: Sequence[int]
     return {**result, "meets_bar": all(v["meets_bar"] for v in bar.values())}
 
 
+def frontier_figure(result: dict, path: Path) -> None:
+    """The dial's three settings against the fixed policies', accuracy against $ per question: each seed a
+    small marker, the seed means joined cheap -> balanced -> best."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5.5))
+    for kind, marker, color in (("fixed", "o", "tab:blue"), ("dial", "*", "tab:orange")):
+        seeds = [p for p in result["points"] if p["policy"] == kind]
+        axes.scatter([p["usd"] for p in seeds], [100 * p["accuracy"] for p in seeds], marker=marker, s=40,
+                     color=color, alpha=0.35, label=f"{kind}, each seed")
+        means = [result["bar"][label][kind] for label in NAMED_SETTINGS]
+        axes.plot([m["usd"] for m in means], [100 * m["accuracy"] for m in means], marker=marker, markersize=12,
+                  color=color, label=f"{kind}, mean over seeds")
+        if kind == "dial":
+            for label, mean in zip(NAMED_SETTINGS, means):
+                axes.annotate(label, (mean["usd"], 100 * mean["accuracy"]), textcoords="offset points",
+                              xytext=(8, -12), fontsize=9)
+    axes.set_xlabel("$ per question")
+    axes.set_ylabel("accuracy, % (mean over domains)")
+    axes.set_title("One Conductor with a cost dial against three trained at fixed weights")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def spread(low: float, high: float, scale: float, digits: int) -> str:
     return "" if low == high else f" ({scale * low:.{digits}f}-{scale * high:.{digits}f})"
 
@@ -195,7 +225,8 @@ def markdown(result: dict, name: str, command: str) -> str:
         met = sum(p["meets_bar"] for pairs in result["pairs"].values() for p in pairs)
         total = sum(len(pairs) for pairs in result["pairs"].values())
         lines += ["", f"Pairs meeting the bar: {met} of {total}."]
-    lines += ["", f"The whole report: [{name}/report.md]({name}/report.md).", "",
+    lines += ["", f"![the dial against the fixed policies]({name}/dial_frontier.png)", "",
+              f"The whole report: [{name}/report.md]({name}/report.md); every method: ", "",
               f"![accuracy against cost]({name}/accuracy_cost.png)", ""]
     return "\n".join(lines)
 
@@ -247,6 +278,7 @@ def main() -> int:
     outcomes.replace(runs / f"{args.name}-outcomes.parquet")  # every row's outcomes, kept with the runs
     result = {"weight_range": [lo, hi], **points(report, (lo, hi), args.seeds, rewards)}
     Path(args.out, f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    frontier_figure(result, Path(args.out, args.name, "dial_frontier.png"))
     command = "python -m bench.cost_dial " + " ".join(sys.argv[1:])
     Path(args.out, f"{args.name}.md").write_text(markdown(result, args.name, command.strip()))
     print(Path(args.out, f"{args.name}.md").read_text())

@@ -320,8 +320,8 @@ def test_the_bench_verdict_needs_workflows_that_ran_and_then_applies_the_bar():
     assert not idle["meets_bar"] and "called no worker" in idle["no_verdict"]
 
 
-def test_the_bench_judges_the_bar_on_the_seed_means_and_lists_every_pair():
-    from bench.cost_dial import NAMED_SETTINGS, markdown, points, row_name
+def test_the_bench_judges_the_bar_on_the_seed_means_and_lists_every_pair(tmp_path):
+    from bench.cost_dial import NAMED_SETTINGS, frontier_figure, markdown, points, row_name
 
     # Two fixed seeds 3 points and 30% of cost apart (each misses the bar against the other); the dial's two
     # seeds sit at their mean. Only the means can meet the bar; the pairs say how the single runs compare.
@@ -344,6 +344,8 @@ def test_the_bench_judges_the_bar_on_the_seed_means_and_lists_every_pair():
     assert len(result["points"]) == 12
     text = markdown(result, "cost-dial", "python -m bench.cost_dial --seeds 0 1")
     assert "the means over seeds 0, 1" in text and "Pairs meeting the bar: 6 of 12." in text
+    frontier_figure(result, tmp_path / "dial_frontier.png")
+    assert (tmp_path / "dial_frontier.png").read_bytes()[:4] == b"\x89PNG"
     single = points({"methods": {k: v for k, v in methods.items() if "_s1_" not in k}}, (0.0, 20.0))
     assert single["bar"]["best"]["accuracy_points"] == 1.0 and single["seeds"] == [0]
 
