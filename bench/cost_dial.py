@@ -12,7 +12,7 @@ Trains (``python -m cluster.train``, one after another, each in its own Ray clus
 all kept by validation reward (``train.best_by=reward``), as ``make results-paper7``'s conductor_cost. Then
 evaluates (``python -m cluster.evaluate``) the dial policy at each of the three settings
 (``evaluate.cost_quality``) and each fixed policy, on the config's evaluation split (paper-7: held-out), each
-evaluation reusing the one before, so the last report holds all six rows (and the baselines, with
+evaluation reusing the one before, so the last report holds all six rows a seed (and the baselines, with
 ``--baselines`` pointing at an earlier evaluation's outcomes.parquet, e.g. runs/eval-paper7-baselines/):
 its accuracy_cost.png is the accuracy-cost figure with the dial's three points on it.
 
@@ -20,7 +20,8 @@ With ``--seeds 0 1 2`` every one of the four runs is trained at each seed (seed 
 seed n under ``seed<n>-``); the rows of seed n are named ``conductor_dial_s<n>_q<setting>``.
 
 Writes ``<out>/<name>/`` (the report, its figures), ``<out>/<name>.json`` (the point set: each row's seed,
-setting, weight, accuracy and $ per question, and the bar's verdict) and ``<out>/<name>.md``. The bar, per
+setting, weight, accuracy, $ per question and held-out reward at its weight, and the bar's verdict) and
+``<out>/<name>.md``; the last evaluation's outcomes go to ``<runs>/<name>-outcomes.parquet``. The bar, per
 setting: the dial policy within 1.5 accuracy points and +-15% of the cost of the policy trained at that
 weight, or dominating it (as accurate or more, at no more cost), judged on the means over the seeds (one
 seed: the two policies themselves); every dial seed against every fixed seed is listed beside it, because
@@ -42,6 +43,7 @@ from typing import Optional
 
 from conductor.config_loader import load_config
 from conductor.cost_dial import NAMED_SETTINGS, weight_of
+from conductor.evaluation.outcome import RECURSIVE_TURN
 from conductor.rewards import RewardConfig, reward
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,10 +86,18 @@ def run_prefix(seed: int) -> str:
     return "" if seed == 0 else f"seed{seed}-"
 
 
-def heldout_rewards(outcomes: Path, settings: RewardConfig, weights: dict[str, float]) -> dict[str, float]:
-    """Each named row's reward at its own weight (``weights``: row -> the dial's price of a dollar), the
-    objective it was trained on, from an evaluation's outcomes: each domain's mean, averaged over domains as
-    the report's accuracy is. Calls that failed on infrastructure are left out, as in training."""
+def row_weights(seeds: Sequence[int], weight_range: tuple[float, float]) -> dict[str, float]:
+    """Every dial and fixed row's price of a dollar: its setting's weight, which the fixed policy was
+    trained at and the dial was asked for."""
+    return {row_name(kind, setting, seed): weight_of(setting, weight_range) for seed in seeds
+            for kind in ("dial", "fixed") for setting in NAMED_SETTINGS.values()}
+
+
+def heldout_rewards(outcomes: Path, reward_config: RewardConfig, weights: dict[str, float]) -> dict[str, float]:
+    """Each named row's reward at its own weight (``weights``: row -> price of a dollar), the objective it
+    was trained on, scored as training scores an episode (conductor/episode_score.py: the judge's spend kept
+    out of the cost; a recursive turn's parse error leaves the root's answer standing): each domain's mean,
+    averaged over domains as the report's accuracy is. Episodes that failed on infrastructure are left out."""
     import pyarrow.parquet as pq
 
     table = pq.read_table(outcomes).to_pylist()
@@ -95,11 +105,12 @@ def heldout_rewards(outcomes: Path, settings: RewardConfig, weights: dict[str, f
     for outcome in table:
         if outcome["method"] not in weights:
             continue
-        value = reward(format_ok=outcome["parse_error"] is None, correct=bool(outcome["correct"]),
-                       cost_usd=outcome["usd"] + (outcome.get("judge_usd") or 0.0),
+        parse_error = outcome["parse_error"]
+        value = reward(format_ok=parse_error is None or parse_error.startswith(RECURSIVE_TURN),
+                       correct=bool(outcome["correct"]), cost_usd=outcome["usd"],
                        worker_tokens=outcome["worker_prompt_tokens"] + outcome["worker_completion_tokens"],
-                       infra_error=outcome["error"] is not None, settings=settings, score=outcome.get("score"),
-                       cost_weight=weights[outcome["method"]])
+                       infra_error=outcome["error"] is not None, settings=reward_config,
+                       score=outcome.get("score"), cost_weight=weights[outcome["method"]])
         if value is not None:
             by_row[outcome["method"]].setdefault(outcome["domain"], []).append(value)
     return {name: sum(sum(v) / len(v) for v in domains.values()) / len(domains)
@@ -176,8 +187,10 @@ def frontier_figure(result: dict, path: Path) -> None:
     plt.close(figure)
 
 
-def spread(low: float, high: float, scale: float, digits: int) -> str:
-    return "" if low == high else f" ({scale * low:.{digits}f}-{scale * high:.{digits}f})"
+def spread(values: Sequence[float], scale: float, digits: int) -> str:
+    """`` (low-high)`` over seeds, or nothing for one seed."""
+    low, high = values
+    return f" ({scale * low:.{digits}f}-{scale * high:.{digits}f})"
 
 
 def markdown(result: dict, name: str, command: str) -> str:
@@ -188,23 +201,27 @@ def markdown(result: dict, name: str, command: str) -> str:
              "(`reward.cost_weight_range`) and was evaluated at three `evaluate.cost_quality` settings; each fixed "
              "policy was trained at that setting's weight (`reward.cost_penalty_per_usd`). The bar: within "
              f"{ACCURACY_POINTS} accuracy points and ±{COST_SHARE:.0%} of the fixed policy's cost, or dominating it, "
-             f"judged on {over} (ranges over seeds in brackets).",
+             f"judged on {over}" + ("." if len(seeds) == 1 else " (the range over seeds in parentheses)."),
              "", "| setting | cost_quality | weight | dial accuracy | fixed accuracy | points | dial $ | fixed $ | "
              "cost ratio | meets the bar |", "|---|---|---|---|---|---|---|---|---|---|"]
+    def ranged(point: dict, key: str, scale: float, digits: int) -> str:
+        figure = f"{scale * point[key]:.{digits}f}"
+        return figure if len(seeds) == 1 else figure + spread(point[f"{key}_range"], scale, digits)
+
     for label, setting in NAMED_SETTINGS.items():
         check = result["bar"][label]
         dial, fixed = check["dial"], check["fixed"]
         meets = "yes (dominates)" if check["dominates"] else "yes" if check["within"] else "no"
         lines.append(f"| {label} | {setting} | {weight_of(setting, tuple(result['weight_range'])):g} | "
-                     f"{100 * dial['accuracy']:.2f}{spread(*dial['accuracy_range'], 100, 2)} | "
-                     f"{100 * fixed['accuracy']:.2f}{spread(*fixed['accuracy_range'], 100, 2)} | "
-                     f"{check['accuracy_points']:+.2f} | {dial['usd']:.5f}{spread(*dial['usd_range'], 1, 5)} | "
-                     f"{fixed['usd']:.5f}{spread(*fixed['usd_range'], 1, 5)} | {check['cost_ratio']:.3f} | {meets} |")
+                     f"{ranged(dial, 'accuracy', 100, 2)} | {ranged(fixed, 'accuracy', 100, 2)} | "
+                     f"{check['accuracy_points']:+.2f} | {ranged(dial, 'usd', 1, 5)} | {ranged(fixed, 'usd', 1, 5)} | "
+                     f"{check['cost_ratio']:.3f} | {meets} |")
     if all("reward" in result["bar"][label]["dial"] and "reward" in result["bar"][label]["fixed"]
            for label in NAMED_SETTINGS):
         lines += ["", "The objective each policy was trained on: held-out reward at the setting's weight (right or "
-                  "wrong, less the weight times $, less the token penalty; each domain's mean, averaged over "
-                  "domains):", "", "| setting | dial reward | fixed reward | difference |", "|---|---|---|---|"]
+                  "wrong, less the weight times $, less the token penalty, floored at the format-error score; each "
+                  "domain's mean, averaged over domains):", "",
+                  "| setting | dial reward | fixed reward | difference |", "|---|---|---|---|"]
         for label in NAMED_SETTINGS:
             dial, fixed = result["bar"][label]["dial"]["reward"], result["bar"][label]["fixed"]["reward"]
             lines.append(f"| {label} | {dial:.4f} | {fixed:.4f} | {dial - fixed:+.4f} |")
@@ -226,7 +243,8 @@ def markdown(result: dict, name: str, command: str) -> str:
         total = sum(len(pairs) for pairs in result["pairs"].values())
         lines += ["", f"Pairs meeting the bar: {met} of {total}."]
     lines += ["", f"![the dial against the fixed policies]({name}/dial_frontier.png)", "",
-              f"The whole report: [{name}/report.md]({name}/report.md); every method: ", "",
+              f"The whole report, with every method on its accuracy-cost figure: [{name}/report.md]({name}/report.md)",
+              "",
               f"![accuracy against cost]({name}/accuracy_cost.png)", ""]
     return "\n".join(lines)
 
@@ -239,13 +257,15 @@ def main() -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="a dotted override for every run and evaluation (e.g. a tiny size)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0],
-                        help="train every run at each seed; the bar is judged on the means over seeds")
+                        help="train every run at each seed (overriding any --set seed=...); the bar is judged on "
+                        "the means over seeds")
     parser.add_argument("--runs", default="runs", help="where the four training runs are (output.dir)")
     parser.add_argument("--out", default="docs/results", help="where the report and point set go")
     parser.add_argument("--name", default="cost-dial")
     parser.add_argument("--baselines", default=None, help="an earlier evaluation's outcomes.parquet of the same "
                         "questions, its rows put on the figure (e.g. runs/eval-paper7-baselines/outcomes.parquet)")
     args = parser.parse_args()
+    args.seeds = sorted(set(args.seeds))
     lo, hi = args.range
     runs = Path(args.runs)
     steps = []
@@ -270,17 +290,15 @@ def main() -> int:
                                               f"evaluate.reuse=[{','.join(reuse)}]", *where])
         reuse = [str(Path(args.out if last else runs, args.name if last else f"eval-{row}", "outcomes.parquet"))]
     report = json.loads(Path(args.out, args.name, "report.json").read_text())
-    weights = {row_name(kind, s, seed): weight_of(s, (lo, hi)) for seed in args.seeds for kind in ("dial", "fixed")
-               for s in NAMED_SETTINGS.values()}
-    settings = load_config(args.config, args.overrides).reward
     outcomes = Path(args.out, args.name, "outcomes.parquet")
-    rewards = heldout_rewards(outcomes, settings, weights)
-    outcomes.replace(runs / f"{args.name}-outcomes.parquet")  # every row's outcomes, kept with the runs
+    rewards = heldout_rewards(outcomes, load_config(args.config, args.overrides).reward,
+                              row_weights(args.seeds, (lo, hi)))
     result = {"weight_range": [lo, hi], **points(report, (lo, hi), args.seeds, rewards)}
     Path(args.out, f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
     frontier_figure(result, Path(args.out, args.name, "dial_frontier.png"))
     command = "python -m bench.cost_dial " + " ".join(sys.argv[1:])
     Path(args.out, f"{args.name}.md").write_text(markdown(result, args.name, command.strip()))
+    outcomes.replace(runs / f"{args.name}-outcomes.parquet")  # every row's outcomes, kept with the runs
     print(Path(args.out, f"{args.name}.md").read_text())
     return 0 if result["meets_bar"] else 1
 
