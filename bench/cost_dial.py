@@ -43,7 +43,7 @@ from typing import Optional
 
 from conductor.config_loader import load_config
 from conductor.cost_dial import NAMED_SETTINGS, weight_of
-from conductor.evaluation.outcome import RECURSIVE_TURN
+from conductor.evaluation.outcome import Outcome
 from conductor.rewards import RewardConfig, reward
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,19 +100,15 @@ def heldout_rewards(outcomes: Path, reward_config: RewardConfig, weights: dict[s
     averaged over domains as the report's accuracy is. Episodes that failed on infrastructure are left out."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(outcomes).to_pylist()
     by_row: dict[str, dict[str, list[float]]] = {name: {} for name in weights}
-    for outcome in table:
-        if outcome["method"] not in weights:
+    for outcome in map(Outcome.from_row, pq.read_table(outcomes).to_pylist()):
+        if outcome.method not in weights:
             continue
-        parse_error = outcome["parse_error"]
-        value = reward(format_ok=parse_error is None or parse_error.startswith(RECURSIVE_TURN),
-                       correct=bool(outcome["correct"]), cost_usd=outcome["usd"],
-                       worker_tokens=outcome["worker_prompt_tokens"] + outcome["worker_completion_tokens"],
-                       infra_error=outcome["error"] is not None, settings=reward_config,
-                       score=outcome.get("score"), cost_weight=weights[outcome["method"]])
+        value = reward(format_ok=outcome.format_ok, correct=bool(outcome.correct), cost_usd=outcome.usd,
+                       worker_tokens=outcome.worker_tokens, infra_error=outcome.error is not None,
+                       settings=reward_config, score=outcome.score, cost_weight=weights[outcome.method])
         if value is not None:
-            by_row[outcome["method"]].setdefault(outcome["domain"], []).append(value)
+            by_row[outcome.method].setdefault(outcome.domain, []).append(value)
     return {name: sum(sum(v) / len(v) for v in domains.values()) / len(domains)
             for name, domains in by_row.items() if domains}
 

@@ -368,20 +368,22 @@ def test_the_bench_reads_each_rows_heldout_reward_at_its_own_weight(tmp_path):
     import pyarrow.parquet as pq
 
     from bench.cost_dial import heldout_rewards
-    from conductor.evaluation.outcome import RECURSIVE_TURN
+    from conductor.evaluation.outcome import RECURSIVE_TURN, Outcome
     from conductor.rewards import RewardConfig
 
-    def outcome(method, domain, correct, usd, tokens, error=None, parse_error=None):
-        return {"method": method, "domain": domain, "correct": correct, "usd": usd, "judge_usd": 0.0,
-                "worker_prompt_tokens": tokens, "worker_completion_tokens": 0, "error": error,
-                "parse_error": parse_error, "score": None}
+    def outcome(method, domain, correct, usd, tokens, error=None, parse_error=None, judge_usd=0.0):
+        return Outcome(method=method, task_id=f"{method}-{domain}-{usd}-{tokens}", domain=domain, repeat=0,
+                       correct=None if error else correct, worker_calls=1, worker_prompt_tokens=tokens,
+                       worker_completion_tokens=0, conductor_tokens=0, usd=usd, latency_s=0.0, steps=1, rounds=1,
+                       workers=("w",), access=("all",), parse_error=parse_error, error=error,
+                       judge_usd=judge_usd).row()
 
     rows = [outcome("dial", "code", True, 0.01, 100), outcome("dial", "code", False, 0.01, 100),
             outcome("dial", "math", True, 0.02, 3400),               # 1,000 tokens over the free 2,400
             outcome("dial", "math", True, 0.0, 0, error="timeout"),  # infrastructure: left out
             outcome("fixed", "code", True, 0.0, 100, parse_error="missing_list"),
             outcome("other", "code", True, 0.0, 100),
-            outcome("judged", "code", True, 0.01, 100) | {"judge_usd": 0.5},  # the judge's spend is not the cost
+            outcome("judged", "code", True, 0.01, 100, judge_usd=0.5),  # the judge's spend is not the cost
             outcome("recursive", "code", True, 0.0, 100, parse_error=RECURSIVE_TURN + "missing_list")]
     path = tmp_path / "outcomes.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)

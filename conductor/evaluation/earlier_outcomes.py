@@ -30,8 +30,7 @@ def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int
         by_method: dict[str, list[Outcome]] = defaultdict(list)
         for row in rows:
             if not is_derived(row["method"]) and (row["task_id"], row["repeat"]) in wanted:
-                row["workers"], row["access"] = tuple(row["workers"]), tuple(row["access"])
-                by_method[row["method"]].append(Outcome(**row))
+                by_method[row["method"]].append(Outcome.from_row(row))
         for method, outcomes in by_method.items():
             missing = wanted - {(o.task_id, o.repeat) for o in outcomes}
             if missing:

@@ -19,6 +19,10 @@ from conductor.trace import StepTrace, steps_cost_usd, steps_worker_tokens
 RECURSIVE_TURN = "recursive_turn:"  # prefixes a parse error of a recursive turn, whose root answer stands
 
 
+def answer_stands(parse_error: Optional[str]) -> bool:
+    return parse_error is None or parse_error.startswith(RECURSIVE_TURN)
+
+
 @dataclass
 class Attempt:
     answer: Optional[str]
@@ -40,7 +44,7 @@ class Attempt:
     @property
     def format_ok(self) -> bool:
         """The answer stands as the method's own: a recursive turn that failed to parse leaves it standing."""
-        return self.parse_error is None or self.parse_error.startswith(RECURSIVE_TURN)
+        return answer_stands(self.parse_error)
 
     @property
     def cost_usd(self) -> float:
@@ -80,6 +84,16 @@ class Outcome:
     @property
     def worker_tokens(self) -> int:
         return self.worker_prompt_tokens + self.worker_completion_tokens
+
+    @property
+    def format_ok(self) -> bool:
+        """As ``Attempt.format_ok``: a recursive turn that failed to parse leaves the answer standing."""
+        return answer_stands(self.parse_error)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Outcome:
+        """One row of an outcomes.parquet, as ``row()`` wrote it."""
+        return cls(**{**row, "workers": tuple(row["workers"]), "access": tuple(row["access"])})
 
     def row(self) -> dict[str, Any]:
         row = asdict(self)
