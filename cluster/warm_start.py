@@ -31,11 +31,12 @@ from conductor.roster import Roster
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.presets import load_preset
 from conductor.tasks.task import Task
-from conductor.worker_prior import Prior, measure_prior, prior_tasks, roster_weights
+from conductor.worker_prior import Prior, measure_prior, prior_tasks, random_prior, roster_weights
 from conductor.workflow_prior import MenuPrior, item_name, measure_menu, roster_menu
 
 # The file each measured prior leaves beside its SFT policy: a reused warm start must show the configured one.
-PRIOR_FILES = {"domain_reward": "worker_prior.json", "workflow_reward": "workflow_prior.json"}
+PRIOR_FILES = {"domain_reward": "worker_prior.json", "random": "random_prior.json",
+               "workflow_reward": "workflow_prior.json"}
 
 
 def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task], console: Console) -> str:
@@ -64,6 +65,12 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
         tasks = prior_tasks(train_tasks, -(-config.sft.prompts // len({t.domain for t in train_tasks})), config.seed)
     if config.sft.worker_prior == "domain_reward":
         prior = worker_prior(config, train_tasks, tokenizer, console)
+    elif config.sft.worker_prior == "random":
+        prior = random_prior(sorted({t.domain for t in train_tasks}), [w.id for w in config.pool.workers],
+                             config.sft.prior_temperature, config.seed)
+        console.print("SFT random worker prior (measured from nothing): " + "; ".join(
+            f"{domain} " + ", ".join(f"{w} {p:.2f}" for w, p in sorted(ws.items(), key=lambda i: -i[1])[:3])
+            for domain, ws in prior.items()))
     elif config.sft.worker_prior == "workflow_reward":
         menu = workflow_menu(config, train_tasks, tokenizer, console)
     if not tasks:
@@ -76,7 +83,8 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
                                           for task, roster in zip(tasks, rosters)]
     menus = None if menu is None else [roster_menu(menu[setting], task.domain, roster.worker_ids)
                                        for task, roster, setting in zip(tasks, rosters, settings)]
-    plans = example_plans(config.sft.plan, config.sft.plan_words, [task.prompt for task in tasks], settings)
+    plans = example_plans(config.sft.plan, config.sft.plan_words, [task.prompt for task in tasks], settings,
+                          kinds=[task.domain for task in tasks])
     recursive = None
     if config.sft.recursive_share > 0:
         rng = random.Random(f"recursive-examples:{config.seed}")
@@ -97,7 +105,8 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     model.save_pretrained(out.staged("sft"))
     tokenizer.save_pretrained(out.staged("sft"))
     if prior is not None:
-        Path(out.staged("sft"), PRIOR_FILES["domain_reward"]).write_text(json.dumps(prior, indent=1, sort_keys=True))
+        prior_file = Path(out.staged("sft"), PRIOR_FILES[config.sft.worker_prior])
+        prior_file.write_text(json.dumps(prior, indent=1, sort_keys=True))
     if menu is not None:  # the domain table (conductor/evaluation/domain_table.py) reads it: a dial run's balanced menu
         kept = None if dial is None else min(menu, key=lambda setting: abs(setting - dial.default))
         named = {domain: {item_name(item): weight for item, weight in items.items()}

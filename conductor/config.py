@@ -216,6 +216,10 @@ class LearnerConfig(Section):
         default=0.0, ge=0, description="a KL term to the warm start on the tokens that name a worker (the "
         "model_id list) only: holds whom to ask open while the subtasks and format move "
         "(conductor/worker_choice_tokens.py); > 0 keeps a frozen reference model")
+    train_plan_line: bool = Field(
+        default=True, description="false: a plan line (sft.plan: the tokens before the first model_id, and the "
+        "one that starts it) carries no loss, so the reward cannot rewrite or skip the kind the policy reads "
+        "(conductor/worker_choice_tokens.py)")
     first_round_weight: float = Field(
         default=1.0, ge=0, le=1, description="in an episode with recursive rounds (rollout.recursive_fraction), "
         "the root completion's advantage times this; its recursive turns get the full advantage")

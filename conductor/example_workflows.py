@@ -36,6 +36,7 @@ SOLVE_WITH_PLAN = "Solve the question with the plan above."
 
 RESTATE_PREFIX = "The question asks: "
 SETTING_PREFIX = "Cost-quality setting "
+KIND_PREFIX = "The question is of kind "
 
 SHAPES = ("solve", "verify", "verify_chain", "aggregate", "plan")
 Menu = Sequence[tuple[Sequence[int], float]]  # (shown worker indices, weight): conductor/workflow_prior.py
@@ -127,17 +128,33 @@ def setting_plan(setting: int) -> str:
     return f"{SETTING_PREFIX}{setting}.\n"
 
 
+def kind_plan(kind: str) -> str:
+    """A plan line that names the kind of question, its training domain (``sft.plan: kind``). The label is
+    the data's, not a preference: every kind gets the same uniform workers, so the warm start learns to name
+    what it reads and GRPO can learn a worker per kind, a few tokens later, without one kind's reward moving
+    another's. Held-out and unseen questions come with no label: the policy writes the kind it reads."""
+    if not kind.strip() or "=" in kind or "\n" in kind:
+        raise ValueError(f"a kind plan names a domain in one line without '=': got {kind!r}")
+    return f"{KIND_PREFIX}{kind.strip()}.\n"
+
+
 def example_plans(plan: str, words: int, questions: Sequence[str],
-                  settings: Optional[Sequence[Optional[int]]] = None) -> Optional[list[str]]:
+                  settings: Optional[Sequence[Optional[int]]] = None,
+                  kinds: Optional[Sequence[str]] = None) -> Optional[list[str]]:
     """Each question's plan line for the warm start's examples (``sft.plan``, ``sft.plan_words``), or None
-    for examples without one. ``settings``: a cost-dial run's setting of each question (``plan: setting``)."""
+    for examples without one. ``settings``: a cost-dial run's setting of each question (``plan: setting``);
+    ``kinds``: each question's domain (``plan: kind``)."""
     if plan == "none":
         return None
     if plan == "restate":
         return [restating_plan(question, words) for question in questions]
+    if plan == "kind":
+        if kinds is None or len(kinds) != len(questions):
+            raise ValueError("sft.plan: kind names each question's domain: it needs one per question")
+        return [kind_plan(kind) for kind in kinds]
     if plan == "setting":
         if settings is None or len(settings) != len(questions) or any(s is None for s in settings):
             raise ValueError("sft.plan: setting states each prompt's cost-dial setting: it needs a dial run "
                              "(reward.cost_weight_range)")
         return [setting_plan(setting) for setting in settings]
-    raise ValueError(f"unknown plan {plan!r}; known: none, restate, setting")
+    raise ValueError(f"unknown plan {plan!r}; known: none, restate, setting, kind")

@@ -24,21 +24,24 @@ class SftConfig(Section):
     prompt_loss: bool = Field(default=True, description="also train on the prompt tokens (to learn to read them)")
     target_only_steps: int = Field(default=0, ge=0, description="then this many steps on the target tokens "
                                    "alone (fresh optimizer and schedule): the format's reliability")
-    worker_prior: Literal["uniform", "domain_reward", "workflow_reward"] = Field(
-        default="uniform", description="the examples' workers: uniform; by each worker's measured reward alone "
-        "in the prompt's domain (conductor/worker_prior.py); or whole examples from a measured per-domain menu "
-        "of single workers and solve-then-check pairs (conductor/workflow_prior.py). Prompts then even by domain")
+    worker_prior: Literal["uniform", "random", "domain_reward", "workflow_reward"] = Field(
+        default="uniform", description="the examples' workers: uniform; by a random preference per domain, "
+        "measured from nothing (softmax at prior_temperature of uniform scores, seeded); by each worker's "
+        "measured reward alone in the prompt's domain (conductor/worker_prior.py); or whole examples from a "
+        "measured per-domain menu of single workers and solve-then-check pairs (conductor/workflow_prior.py). "
+        "Prompts then even by domain")
     prior_questions: int = Field(default=64, ge=1, description="with a prior: training questions of each "
                                  "domain every worker, and every menu pair (top_workers^2 more), answers")
     prior_temperature: float = Field(default=0.1, gt=0, description="domain_reward, workflow_reward: softmax "
                                      "temperature over the mean rewards (-> 0: the best alone; large: uniform)")
     prior_top_workers: int = Field(default=3, ge=1, description="workflow_reward: the menu's pairs are those "
                                    "among each domain's this many best workers alone")
-    plan: Literal["none", "restate", "setting"] = Field(
+    plan: Literal["none", "restate", "setting", "kind"] = Field(
         default="none", description="the examples' plan line: none; one restating the question's first "
         "plan_words words (conductor/example_workflows.py): the policy learns to read the question into its "
         "completion, so the worker ids follow what tells kinds of question apart; or, in a cost-dial run, one "
-        "stating the prompt's cost_quality setting, so the worker ids follow the setting")
+        "stating the prompt's cost_quality setting, so the worker ids follow the setting; or one naming the "
+        "question's kind (its training domain), so the worker ids follow the kind the policy reads")
     plan_words: int = Field(default=3, ge=1, description="restate: words of the question the plan line repeats")
     targets_per_prompt: int = Field(default=1, ge=1, description="> 1: each drawn prompt carries this many "
                                     "example workflows and runs once (learner/shared_prompt.py; target loss only): "

@@ -1,4 +1,5 @@
-"""Which tokens of a sampled workflow choose its workers: those that write the digits of ``model_id``.
+"""Which tokens of a sampled workflow choose its workers (those that write the digits of ``model_id``), and
+which write its plan line (every token before the first ``model_id``).
 
 Why the learner needs them. GRPO pushes every question's group toward whatever its better samples wrote.
 Before the worker a policy names depends on the question, those pushes add up to one shared preference,
@@ -38,6 +39,26 @@ def worker_choice_positions(token_texts: Sequence[str]) -> tuple[int, ...]:
     return tuple(positions)
 
 
+def plan_line_positions(token_texts: Sequence[str]) -> tuple[int, ...]:
+    """Indices of the tokens that write the completion's plan line (``sft.plan``) and of the token that starts
+    its first ``model_id``, which decides where a plan line ends, or that there is none. ``learner.
+    train_plan_line: false`` keeps them out of the loss. Why: a plan line that names the question's kind is a
+    reading, not a choice; trained by the reward, GRPO rewrote math and MMLU questions' kind as "code" to borrow
+    code's worker (docs/experiments.md, run rl5), and with the line's own tokens alone left out, it learned to
+    skip the line (run rl6). () when the completion has no ``model_id``."""
+    text = "".join(token_texts)
+    start = text.find("model_id")
+    if start < 0:
+        return ()
+    positions, offset = [], 0
+    for index, piece in enumerate(token_texts):
+        positions.append(index)
+        offset += len(piece)
+        if offset > start:
+            break
+    return tuple(positions)
+
+
 class TokenTexts:
     """Each token id's text, decoded once per id (a learner step decodes the same few hundred ids)."""
 
@@ -54,3 +75,6 @@ class TokenTexts:
 
     def choice_positions(self, token_ids: Sequence[int]) -> tuple[int, ...]:
         return worker_choice_positions(self(token_ids))
+
+    def plan_positions(self, token_ids: Sequence[int]) -> tuple[int, ...]:
+        return plan_line_positions(self(token_ids))

@@ -86,6 +86,19 @@ def measure_prior(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: i
     return softmax_prior(mean_rewards, config.sft.prior_temperature), mean_rewards
 
 
+def random_prior(domains: Sequence[str], worker_ids: Sequence[str], temperature: float, seed: int) -> Prior:
+    """Each domain's weights as the softmax at ``temperature`` of scores drawn uniformly from [0, 1]
+    (``sft.worker_prior: random``): a preference per domain that knows nothing of what pays.
+
+    Why: after a warm start on uniform workers, the policy's worker id does not depend on the question (the
+    targets never did), so every GRPO group moves one shared preference, and on paper-7 it went to the same
+    worker in every domain (docs/experiments.md, runs rl2-rl4). A random preference per domain makes the worker
+    id depend on the domain from the start, so GRPO's per-domain signal has a per-domain place to go."""
+    rng = random.Random(f"random-prior-{seed}")
+    return softmax_prior({domain: {worker: rng.random() for worker in worker_ids} for domain in sorted(domains)},
+                         temperature)
+
+
 def roster_weights(prior: Prior, domain: str, worker_ids: Sequence[str]) -> list[float]:
     """The prior's weights for a prompt's roster (in its shown order): uniform for a domain the prior never
     measured, and a worker it never measured gets the domain's lowest weight (not none)."""

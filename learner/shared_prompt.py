@@ -58,6 +58,7 @@ def collate_shared(sequences: Sequence[TrainSequence], pad_id: int) -> SharedPro
         completion_mask[row, :length] = 1.0
         behaviour[row, :length] = torch.tensor(s.behaviour_logprobs)
         choice[row, list(s.worker_choice)] = 1.0
+        completion_mask[row, list(s.untrained)] = 0.0
     return SharedPromptBatch(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
                              row_prompt=torch.tensor(row_prompt, dtype=torch.long),
                              completion_ids=completion_ids, completion_mask=completion_mask,

@@ -33,6 +33,7 @@ class TrainSequence:
     behaviour_logprobs: tuple[float, ...]
     advantage: float
     worker_choice: tuple[int, ...] = ()  # completion positions that name a worker (worker_id_kl_coef)
+    untrained: tuple[int, ...] = ()  # completion positions kept out of the loss (train_plan_line false)
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,8 @@ def collate(sequences: Sequence[TrainSequence], pad_id: int) -> MicroBatch:
         behaviour[row, prompt - 1:prompt - 1 + completion] = torch.tensor(s.behaviour_logprobs)
         for position in s.worker_choice:
             choice[row, prompt - 1 + position] = 1.0
+        for position in s.untrained:
+            mask[row, prompt - 1 + position] = 0.0
     advantages = torch.tensor([s.advantage for s in sequences], dtype=torch.float32)
     return MicroBatch(input_ids, attention, mask, behaviour, advantages, choice)
 

@@ -123,7 +123,7 @@ class ZeroRank:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
         self.reference = None
         self.token_texts = None
-        if config.worker_id_kl_coef > 0:
+        if config.worker_id_kl_coef > 0 or not config.train_plan_line:
             from transformers import AutoTokenizer
 
             self.token_texts = TokenTexts(AutoTokenizer.from_pretrained(model_path))
@@ -144,7 +144,9 @@ class ZeroRank:
     def _collate(self, sequences: Sequence[TrainSequence]):
         """A micro-batch's tensors, on the engine's device (host memory on CPU, the rank's GPU with NCCL)."""
         if self.token_texts is not None:
-            sequences = [dataclasses.replace(s, worker_choice=self.token_texts.choice_positions(s.completion_ids))
+            texts, keep_plan = self.token_texts, self.config.train_plan_line
+            sequences = [dataclasses.replace(s, worker_choice=texts.choice_positions(s.completion_ids),
+                                             untrained=() if keep_plan else texts.plan_positions(s.completion_ids))
                          for s in sequences]
         batch = collate_shared(sequences, self.pad_id) if self.shared_prompt else collate(sequences, self.pad_id)
         for item in dataclasses.fields(batch):

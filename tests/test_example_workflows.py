@@ -102,6 +102,20 @@ def test_a_restating_plan_repeats_the_first_words_on_one_line_without_an_assignm
         restating_plan("Sort 3, 1.", 0)
 
 
+def test_a_kind_plan_names_each_questions_domain_and_decodes_under_the_workflow_grammar():
+    from conductor.example_workflows import example_plans, kind_plan
+    from conductor.workflow_constraint import matches, workflow_regex
+
+    plans = example_plans("kind", 3, ["Sort 3, 1.", "What is 2 + 2?"], kinds=["code", "math500"])
+    assert plans == ["The question is of kind code.\n", "The question is of kind math500.\n"]
+    assert matches(workflow_regex(3, 5, plan=True), plans[1] + shape_workflow("verify", [1, 2]).render())
+    with pytest.raises(ValueError, match="one per question"):
+        example_plans("kind", 3, ["Sort 3, 1."], kinds=None)
+    with pytest.raises(ValueError, match="without '='"):
+        kind_plan("a = b")
+    assert SftConfig(plan="kind").plan == "kind"
+
+
 def test_the_plan_setting_is_checked():
     assert SftConfig(plan="restate", plan_words=2).plan_words == 2
     with pytest.raises(ValueError):

@@ -176,3 +176,20 @@ def test_a_kl_on_the_worker_choice_alone_reads_the_tokens_that_name_a_worker(ray
     first, second = two_steps(policy, workflows, worker_id_kl_coef=0.1)
     assert first.worker_id_kl == pytest.approx(0.0, abs=1e-9) and first.kl == pytest.approx(0.0, abs=1e-9)
     assert second.worker_id_kl > 1e-6
+
+
+def test_a_plan_line_kept_out_of_the_loss_changes_what_the_step_trains_on(ray_local, policy):
+    """learner.train_plan_line false: the learner finds each completion's plan line itself and leaves it out."""
+    from transformers import AutoTokenizer
+
+    completion = AutoTokenizer.from_pretrained(policy)(
+        'The question is of kind code.\nmodel_id = [1]\nsubtasks = ["x"]\naccess_list = [[]]',
+        add_special_tokens=False)["input_ids"]
+
+    def workflows(version):
+        return [dataclasses.replace(r, completion_token_ids=completion, completion_logprobs=[-1.0] * len(completion))
+                for r in batch(version)]
+
+    trained, _ = two_steps(policy, workflows)
+    untrained, _ = two_steps(policy, workflows, train_plan_line=False)
+    assert untrained.grad_norm != pytest.approx(trained.grad_norm, rel=1e-3)  # the same batch, fewer tokens trained

@@ -67,3 +67,23 @@ def test_both_layouts_mark_the_same_completion_tokens():
         shared_marks = shared.worker_choice_mask[row][shared.completion_mask[row] > 0]
         expected = [1.0 if j in s.worker_choice else 0.0 for j in range(len(s.completion_ids))]
         assert plain_marks.tolist() == expected == shared_marks.tolist()
+
+
+def test_the_plan_line_is_every_token_before_the_first_model_id_and_the_one_that_starts_it():
+    from conductor.worker_choice_tokens import plan_line_positions
+
+    pieces = ["The question is of kind", " code", ".\n", "model_id", " = [", "1", "]"]
+    assert plan_line_positions(pieces) == (0, 1, 2, 3)
+    assert plan_line_positions(["The kind", ".\nmodel_", "id = [1]"]) == (0, 1)
+    assert plan_line_positions(["model_id", " = [1]"]) == (0,)  # no plan line: the choice to write none
+    assert plan_line_positions(["no lists here"]) == ()
+
+
+def test_untrained_positions_carry_no_loss_in_either_layout():
+    sequences = [TrainSequence((5, 6, 7), (1, 2, 3, 4), (0.0,) * 4, 1.0, untrained=(0, 1)),
+                 TrainSequence((5, 6), (9, 8), (0.0,) * 2, -1.0)]
+    plain, shared = collate(sequences, 0), collate_shared(sequences, 0)
+    assert plain.completion_mask[0].sum().item() == 2 and plain.completion_mask[1].sum().item() == 2
+    assert plain.completion_mask.sum().item() == shared.completion_mask.sum().item() == 4
+    assert shared.completion_mask[0, :4].tolist() == [0.0, 0.0, 1.0, 1.0]
+    assert plain.completion_mask[0, 2:6].tolist() == [0.0, 0.0, 1.0, 1.0]  # the completion starts at prompt - 1

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from conductor.tasks.task import Task
-from conductor.worker_prior import prior_tasks, roster_weights, softmax_prior
+from conductor.worker_prior import prior_tasks, random_prior, roster_weights, softmax_prior
 from tests.support.measured_warm_start import measured_warm_start
 
 
@@ -21,6 +21,17 @@ def test_the_prior_is_a_softmax_of_each_domains_mean_rewards():
     assert cold["a"] > 0.999  # -> the best worker alone, no overflow
     with pytest.raises(ValueError, match="prior_temperature"):
         softmax_prior({"code": {"a": 1.0}}, temperature=0)
+
+
+def test_a_random_prior_is_seeded_per_domain_and_measures_nothing():
+    workers = [f"w{i}" for i in range(7)]
+    prior = random_prior(["math", "code"], workers, temperature=0.2, seed=3)
+    assert prior == random_prior(["code", "math"], workers, temperature=0.2, seed=3)  # the seed decides, not the order
+    assert prior != random_prior(["code", "math"], workers, temperature=0.2, seed=4)
+    assert prior["code"] != prior["math"]
+    assert all(sum(weights.values()) == pytest.approx(1) and set(weights) == set(workers) for weights in prior.values())
+    flat = random_prior(["code"], workers, temperature=100.0, seed=3)["code"]
+    assert max(flat.values()) - min(flat.values()) < 0.01  # hot: near the uniform draw
 
 
 def test_a_rosters_weights_follow_its_shown_order():
