@@ -32,8 +32,9 @@ class SftConfig(Section):
         "Prompts then even by domain")
     prior_questions: int = Field(default=64, ge=1, description="with a prior: training questions of each "
                                  "domain every worker, and every menu pair (top_workers^2 more), answers")
-    prior_temperature: float = Field(default=0.1, gt=0, description="domain_reward, workflow_reward: softmax "
-                                     "temperature over the mean rewards (-> 0: the best alone; large: uniform)")
+    prior_temperature: float = Field(default=0.1, gt=0, description="random, domain_reward, workflow_reward: "
+                                     "softmax temperature over the scores or mean rewards (-> 0: the best alone; "
+                                     "large: uniform)")
     prior_top_workers: int = Field(default=3, ge=1, description="workflow_reward: the menu's pairs are those "
                                    "among each domain's this many best workers alone")
     plan: Literal["none", "restate", "setting", "kind"] = Field(
