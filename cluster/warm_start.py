@@ -66,7 +66,7 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     if config.sft.worker_prior == "domain_reward":
         prior = worker_prior(config, train_tasks, tokenizer, console)
     elif config.sft.worker_prior == "random":
-        prior = random_prior(sorted({t.domain for t in train_tasks}), [w.id for w in config.pool.workers],
+        prior = random_prior({t.domain for t in train_tasks}, [w.id for w in config.pool.workers],
                              config.sft.prior_temperature, config.seed)
         console.print("SFT random worker prior (measured from nothing): " + "; ".join(
             f"{domain} " + ", ".join(f"{w} {p:.2f}" for w, p in sorted(ws.items(), key=lambda i: -i[1])[:3])

@@ -1,5 +1,5 @@
 """Which tokens of a sampled workflow choose its workers (those that write the digits of ``model_id``), and
-which write its plan line (every token before the first ``model_id``).
+which write its plan line (every token before the first ``model_id``, and the one that starts it).
 
 Why the learner needs them. GRPO pushes every question's group toward whatever its better samples wrote.
 Before the worker a policy names depends on the question, those pushes add up to one shared preference,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from conductor.config import Config
@@ -86,7 +86,7 @@ def measure_prior(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: i
     return softmax_prior(mean_rewards, config.sft.prior_temperature), mean_rewards
 
 
-def random_prior(domains: Sequence[str], worker_ids: Sequence[str], temperature: float, seed: int) -> Prior:
+def random_prior(domains: Iterable[str], worker_ids: Sequence[str], temperature: float, seed: int) -> Prior:
     """Each domain's weights as the softmax at ``temperature`` of scores drawn uniformly from [0, 1]
     (``sft.worker_prior: random``): a preference per domain that knows nothing of what pays.
 

@@ -64,3 +64,13 @@ def test_the_warm_start_measures_the_prior_through_the_pool_and_teaches_it(tmp_p
         assert set(weights) == workers and sum(weights.values()) == pytest.approx(1)
     assert max(prior["code"], key=prior["code"].get) == "gpt-5"
     assert max(prior["code"].values()) > 0.4  # T=0.1 over a 10-point lead: e^1 the runner-up's weight
+
+
+def test_a_random_prior_warm_start_with_a_kind_line_writes_its_seeded_prior(tmp_path, shared_data):
+    """``sft.worker_prior: random`` with ``sft.plan: kind`` through the real warm start: the prior written
+    beside the policy is the seeded random one (nothing measured), under its own file name."""
+    policy, config, prior = measured_warm_start(tmp_path, shared_data, "random", [
+        "sft.worker_prior=random", "sft.plan=kind", "sft.prior_temperature=0.25"], "random_prior.json")
+    assert policy.endswith("sft") and not (tmp_path / "random" / "sft" / "worker_prior.json").exists()
+    expected = random_prior({"code", "math500", "mmlu"}, [w.id for w in config.pool.workers], 0.25, config.seed)
+    assert set(prior) == set(expected) and all(prior[d] == pytest.approx(expected[d]) for d in expected)
