@@ -117,6 +117,7 @@ def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
     check_exactly_once(run, steps)
 
 
+@pytest.mark.timeout(1500)  # its driver's own limit: ~80 s alone here, 265 s beside another run, >600 s in a loaded CI
 def test_a_run_heals_after_a_rollout_actor_an_engine_and_a_learner_rank_die(tmp_path, toy_warm_start):
     faults = ["simulator.faults.rate_limit=0.04", "simulator.faults.server_error=0.04", "simulator.faults.timeout=0.04",
               "simulator.faults.disconnect=0.04", "simulator.faults.malformed=0.04", "simulator.faults.hang_s=3",
