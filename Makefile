@@ -16,7 +16,7 @@ export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: train eval results-paper7 results-smollm2 results-unseen results-cost-dial serve demo test test-fast venv clean
+.PHONY: train eval results-paper7 results-paper7-rl results-smollm2 results-unseen results-cost-dial serve demo test test-fast venv clean
 
 venv: $(STAMP)
 
@@ -66,6 +66,29 @@ results-paper7: $(STAMP)
 		+ " (step 0 is the SFT warm start, measured under the run reward; docs/architecture.md, \"A measured menu\").")' \
 		>> docs/results/paper7.md
 	rm docs/results/paper7/report.json docs/results/paper7/report.md docs/results/paper7/outcomes.parquet
+
+# The runs behind docs/results/paper7-rl.md (issue 36, scope 2: GRPO alone, from a warm start that measures
+# nothing): uniform workers, the solve and verify shapes alike and a line naming the question's kind; a KL term on
+# the worker-naming tokens holds the choice of worker open for 720 steps (~27 min here). Then the kept checkpoint,
+# as `conductor_rl`, on the held-out split and on the unseen types, into runs/; the report is written from them
+# by hand, with the other seeds (SEED=1 ...).
+SEED ?= 0
+PAPER7_RL := --config configs/train-paper7.yaml --set seed=$(SEED) --set sft.prompts=256 \
+	--set "sft.shapes={solve: 1, verify: 1}" --set sft.plan=kind --set sft.worker_prior=uniform \
+	--set learner.kl_coef=0.02 --set learner.worker_id_kl_coef=0.1 --set train.steps=720 --set train.eval_every=40
+RL_POLICY := --set evaluate.policy=runs/train-paper7-rl-s$(SEED)/policy --set evaluate.conductor_name=conductor_rl \
+	--set "evaluate.methods=[conductor]"
+results-paper7-rl: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	$(PY) -m cluster.train $(PAPER7_RL) --set run_name=train-paper7-rl-s$(SEED)
+	test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate --config configs/train-paper7.yaml \
+		--set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
+	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml $(RL_POLICY) \
+		--set "evaluate.reuse=[runs/eval-paper7-baselines/outcomes.parquet]" --set run_name=eval-paper7-rl-s$(SEED)
+	test -f runs/eval-unseen-baselines/outcomes.parquet || $(PY) -m cluster.evaluate $(UNSEEN) \
+		--set "evaluate.methods=[$(UNSEEN_BASELINES)]" --set run_name=eval-unseen-baselines
+	$(PY) -m cluster.evaluate $(UNSEEN) $(RL_POLICY) \
+		--set "evaluate.reuse=[runs/eval-unseen-baselines/outcomes.parquet]" --set run_name=unseen-paper7-rl-s$(SEED)
 
 # docs/results/smollm2-paper7.{md,json} (+ PNGs and the training curve): train the SmolLM2-135M-Instruct Conductor
 # (~65 min here), then score it against every baseline on paper-7's held-out split. The baselines are evaluated once
