@@ -43,13 +43,17 @@ eval: $(STAMP)
 #   conductor_cost  the same with $ priced (lambda 10 per $), kept by validation reward: a point further down the
 #                   accuracy-cost frontier
 BASELINES := single,oracle,random,self_reflection,consensus,moa,smoothie_dependent,smoothie_independent,router_dc,masrouter,rllib_router
+# The baselines of each split, evaluated once (no Conductor rows) and reused by every report on that split.
+PAPER7_BASELINES = test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate \
+	--config configs/train-paper7.yaml --set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
+UNSEEN_BASELINES_ONCE = test -f runs/eval-unseen-baselines/outcomes.parquet || $(PY) -m cluster.evaluate $(UNSEEN) \
+	--set "evaluate.methods=[$(UNSEEN_BASELINES)]" --set run_name=eval-unseen-baselines
 results-paper7: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	$(PY) -m cluster.train --config configs/train-paper7.yaml
 	$(PY) -m cluster.train --config configs/train-paper7.yaml --set run_name=train-paper7-cost \
 		--set reward.cost_penalty_per_usd=10 --set train.best_by=reward
-	test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate --config configs/train-paper7.yaml \
-		--set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
+	$(PAPER7_BASELINES)
 	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml --set evaluate.policy=runs/train-paper7/policy \
 		--set "evaluate.methods=[conductor,conductor_recursive,oracle]" \
 		--set "evaluate.reuse=[runs/eval-paper7-baselines/outcomes.parquet]" --set run_name=eval-train-paper7
@@ -81,12 +85,10 @@ RL_POLICY := --set evaluate.policy=runs/train-paper7-rl-s$(SEED)/policy --set ev
 results-paper7-rl: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	$(PY) -m cluster.train $(PAPER7_RL) --set run_name=train-paper7-rl-s$(SEED)
-	test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate --config configs/train-paper7.yaml \
-		--set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
+	$(PAPER7_BASELINES)
 	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml $(RL_POLICY) \
 		--set "evaluate.reuse=[runs/eval-paper7-baselines/outcomes.parquet]" --set run_name=eval-paper7-rl-s$(SEED)
-	test -f runs/eval-unseen-baselines/outcomes.parquet || $(PY) -m cluster.evaluate $(UNSEEN) \
-		--set "evaluate.methods=[$(UNSEEN_BASELINES)]" --set run_name=eval-unseen-baselines
+	$(UNSEEN_BASELINES_ONCE)
 	$(PY) -m cluster.evaluate $(UNSEEN) $(RL_POLICY) \
 		--set "evaluate.reuse=[runs/eval-unseen-baselines/outcomes.parquet]" --set run_name=unseen-paper7-rl-s$(SEED)
 
@@ -97,8 +99,7 @@ results-paper7-rl: $(STAMP)
 results-smollm2: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	$(PY) -m cluster.train --config configs/smollm2-paper7.yaml
-	test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate --config configs/train-paper7.yaml \
-		--set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
+	$(PAPER7_BASELINES)
 	$(PY) -m cluster.evaluate --config configs/smollm2-paper7.yaml --set evaluate.policy=runs/smollm2-paper7/policy \
 		--set "evaluate.reuse=[runs/eval-paper7-baselines/outcomes.parquet]" \
 		--set run_name=smollm2-paper7 --set output.dir=docs/results
@@ -129,8 +130,7 @@ UNSEEN_TABLE := --set evaluate.domain_table=runs/train-paper7/sft/workflow_prior
 results-unseen: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	test -d runs/train-paper7/policy || $(PY) -m cluster.train --config configs/train-paper7.yaml
-	test -f runs/eval-unseen-baselines/outcomes.parquet || $(PY) -m cluster.evaluate $(UNSEEN) \
-		--set "evaluate.methods=[$(UNSEEN_BASELINES)]" --set run_name=eval-unseen-baselines
+	$(UNSEEN_BASELINES_ONCE)
 	$(PY) -m cluster.evaluate $(UNSEEN) $(UNSEEN_TABLE) --set evaluate.policy=runs/train-paper7/policy \
 		--set "evaluate.methods=[conductor,conductor_recursive,oracle,domain_table]" \
 		--set "evaluate.reuse=[runs/eval-unseen-baselines/outcomes.parquet]" \
@@ -150,8 +150,7 @@ results-unseen: $(STAMP)
 # into one report with the baselines on its accuracy-cost figure). The bar is judged on the means over seeds.
 results-cost-dial: $(STAMP)
 	@mkdir -p $(TMPDIR)
-	test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate --config configs/train-paper7.yaml \
-		--set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
+	$(PAPER7_BASELINES)
 	$(PY) -m bench.cost_dial --seeds 0 1 2 --baselines runs/eval-paper7-baselines/outcomes.parquet
 
 # The toy Conductor of `make train` behind the OpenAI-compatible endpoint (needs CONDUCTOR_API_KEYS).
