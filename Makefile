@@ -35,13 +35,15 @@ eval: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	$(PY) -m cluster.evaluate --config configs/eval-paper7.yaml $(if $(ARGS),$(ARGS),)
 
-# docs/results/paper7.{md,json} (+ PNGs in docs/results/paper7/): two Conductors on paper-7 scored against every
-# baseline on the held-out split (~45 min here: two runs of ~16 min; the baselines are evaluated once, ~10 min, into
-# runs/eval-paper7-baselines and reused). Each measures its own warm start under its own reward:
+# docs/results/paper7.{md,json} (+ PNGs in docs/results/paper7/): three Conductors on paper-7 scored against every
+# baseline on the held-out split (~90 min here: two runs of ~16 min and one of ~45, skipped when results-paper7-rl
+# has trained it; the baselines are evaluated once, ~10 min, into runs/eval-paper7-baselines and reused):
 #   conductor       configs/train-paper7.yaml: workers alone and solve-then-check pairs measured per domain, SFT on
 #                   them, GRPO under a 2,400-token budget; the most accurate validation within 2,100 tokens
 #   conductor_cost  the same with $ priced (lambda 10 per $), kept by validation reward: a point further down the
 #                   accuracy-cost frontier
+#   conductor_rl    GRPO alone from a warm start that measures nothing (PAPER7_RL below, SEED=0): what RL reaches
+#                   without the measured menu
 BASELINES := single,oracle,random,self_reflection,consensus,moa,smoothie_dependent,smoothie_independent,router_dc,masrouter,rllib_router
 # The baselines of each split, evaluated once (no Conductor rows) and reused by every report on that split.
 PAPER7_BASELINES = test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) -m cluster.evaluate \
@@ -53,19 +55,23 @@ results-paper7: $(STAMP)
 	$(PY) -m cluster.train --config configs/train-paper7.yaml
 	$(PY) -m cluster.train --config configs/train-paper7.yaml --set run_name=train-paper7-cost \
 		--set reward.cost_penalty_per_usd=10 --set train.best_by=reward
+	test -f runs/train-paper7-rl-s$(SEED)/policy/config.json || $(PY) -m cluster.train $(PAPER7_RL) \
+		--set run_name=train-paper7-rl-s$(SEED)
 	$(PAPER7_BASELINES)
 	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml --set evaluate.policy=runs/train-paper7/policy \
 		--set "evaluate.methods=[conductor,conductor_recursive,oracle]" \
 		--set "evaluate.reuse=[runs/eval-paper7-baselines/outcomes.parquet]" --set run_name=eval-train-paper7
 	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml --set evaluate.policy=runs/train-paper7-cost/policy \
 		--set evaluate.conductor_name=conductor_cost --set "evaluate.methods=[conductor,conductor_recursive,oracle]" \
-		--set "evaluate.reuse=[runs/eval-train-paper7/outcomes.parquet]" --set run_name=paper7 --set output.dir=docs/results
+		--set "evaluate.reuse=[runs/eval-train-paper7/outcomes.parquet]" --set run_name=eval-train-paper7-cost
+	$(PY) -m cluster.evaluate --config configs/train-paper7.yaml $(RL_POLICY) \
+		--set "evaluate.reuse=[runs/eval-train-paper7-cost/outcomes.parquet]" --set run_name=paper7 --set output.dir=docs/results
 	cp docs/results/paper7/report.json docs/results/paper7.json
 	sed -e 's#](\([a-z_]*\.png\))#](paper7/\1)#' \
-		-e 's#^Made by:$$#Made by `make results-paper7` (two training runs, the baselines once, two Conductors evaluated); its last command:#' \
+		-e 's#^Made by:$$#Made by `make results-paper7` (three training runs, the baselines once, three Conductors evaluated); its last command:#' \
 		docs/results/paper7/report.md > docs/results/paper7.md
 	$(PY) -c 'import json; kept = {name: json.load(open(f"runs/{run}/summary.json"))["best_step"] for name, run in \
-		(("conductor", "train-paper7"), ("conductor_cost", "train-paper7-cost"))}; \
+		(("conductor", "train-paper7"), ("conductor_cost", "train-paper7-cost"), ("conductor_rl", "train-paper7-rl-s$(SEED)"))}; \
 		print("\nThe checkpoints kept by validation: " + ", ".join(f"{name} step {step}" for name, step in kept.items()) \
 		+ " (step 0 is the SFT warm start, measured under the run reward; docs/architecture.md, \"A measured menu\").")' \
 		>> docs/results/paper7.md
@@ -73,13 +79,15 @@ results-paper7: $(STAMP)
 
 # The runs behind docs/results/paper7-rl.md (issue 36, scope 2: GRPO alone, from a warm start that measures
 # nothing): uniform workers, the solve and verify shapes alike and a line naming the question's kind; a KL term on
-# the worker-naming tokens holds the choice of worker open for 720 steps (~27 min here). Then the kept checkpoint,
+# the first worker-naming token holds the choice of whom to ask first open, leaving the checker free, for 1,080
+# steps (~45 min here). Then the kept checkpoint,
 # as `conductor_rl`, on the held-out split and on the unseen types, into runs/; the report is written from them
 # by hand, with the other seeds (SEED=1 ...).
 SEED ?= 0
 PAPER7_RL := --config configs/train-paper7.yaml --set seed=$(SEED) --set sft.prompts=256 \
 	--set "sft.shapes={solve: 1, verify: 1}" --set sft.plan=kind --set sft.worker_prior=uniform \
-	--set learner.kl_coef=0.02 --set learner.worker_id_kl_coef=0.1 --set train.steps=720 --set train.eval_every=40
+	--set learner.kl_coef=0.02 --set learner.worker_id_kl_coef=0.1 --set learner.worker_id_kl_scope=first \
+	--set train.steps=1080 --set train.eval_every=40
 RL_POLICY := --set evaluate.policy=runs/train-paper7-rl-s$(SEED)/policy --set evaluate.conductor_name=conductor_rl \
 	--set "evaluate.methods=[conductor]"
 results-paper7-rl: $(STAMP)

@@ -216,6 +216,10 @@ class LearnerConfig(Section):
         default=0.0, ge=0, description="a KL term to the warm start on the tokens that name a worker (the "
         "model_id list) only: holds whom to ask open while the subtasks and format move "
         "(conductor/worker_choice_tokens.py); > 0 keeps a frozen reference model")
+    worker_id_kl_scope: Literal["all", "first"] = Field(
+        default="all", description="which worker-naming tokens worker_id_kl_coef holds: every entry of the "
+        "model_id list, or the first (the worker that answers first) alone, leaving whom to ask to check or "
+        "build on it free to move")
     train_plan_line: bool = Field(
         default=True, description="false: a plan line (sft.plan: the tokens before the first model_id, and the "
         "one that starts it) carries no loss, so the reward cannot rewrite or skip the kind the policy reads "

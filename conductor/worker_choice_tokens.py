@@ -23,13 +23,18 @@ from collections.abc import Sequence
 _MODEL_ID_LIST = re.compile(r"model_id\s*=\s*\[([^\[\]]*)\]")
 
 
-def worker_choice_positions(token_texts: Sequence[str]) -> tuple[int, ...]:
-    """Indices of the tokens that write a digit of the last ``model_id`` list; () when there is none."""
+def worker_choice_positions(token_texts: Sequence[str], first_only: bool = False) -> tuple[int, ...]:
+    """Indices of the tokens that write a digit of the last ``model_id`` list; () when there is none.
+    ``first_only``: of its first entry alone, the worker that answers first (``learner.worker_id_kl_scope:
+    first``), so the workers that check or build on it are free to move."""
     text = "".join(token_texts)
     matches = list(_MODEL_ID_LIST.finditer(text))
     if not matches:
         return ()
     start, end = matches[-1].span(1)
+    if first_only:
+        comma = text.find(",", start, end)
+        end = comma if comma >= 0 else end
     digits = {offset for offset in range(start, end) if text[offset].isdigit()}
     positions, offset = [], 0
     for index, piece in enumerate(token_texts):
@@ -73,8 +78,8 @@ class TokenTexts:
                 texts[token] = self._tokenizer.decode([token])
         return [texts[token] for token in token_ids]
 
-    def choice_positions(self, token_ids: Sequence[int]) -> tuple[int, ...]:
-        return worker_choice_positions(self(token_ids))
+    def choice_positions(self, token_ids: Sequence[int], first_only: bool = False) -> tuple[int, ...]:
+        return worker_choice_positions(self(token_ids), first_only)
 
     def plan_positions(self, token_ids: Sequence[int]) -> tuple[int, ...]:
         return plan_line_positions(self(token_ids))

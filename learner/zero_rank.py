@@ -145,7 +145,8 @@ class ZeroRank:
         """A micro-batch's tensors, on the engine's device (host memory on CPU, the rank's GPU with NCCL)."""
         if self.token_texts is not None:
             texts, keep_plan = self.token_texts, self.config.train_plan_line
-            sequences = [dataclasses.replace(s, worker_choice=texts.choice_positions(s.completion_ids),
+            first_only = self.config.worker_id_kl_scope == "first"
+            sequences = [dataclasses.replace(s, worker_choice=texts.choice_positions(s.completion_ids, first_only),
                                              untrained=() if keep_plan else texts.plan_positions(s.completion_ids))
                          for s in sequences]
         batch = collate_shared(sequences, self.pad_id) if self.shared_prompt else collate(sequences, self.pad_id)

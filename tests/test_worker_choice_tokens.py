@@ -22,6 +22,13 @@ def test_the_digits_of_the_last_model_id_list_are_the_choice():
     assert worker_choice_positions(merged) == (0, 1)
 
 
+def test_the_first_scope_names_the_first_entry_alone():
+    pieces = ["model_id", " = [", "1", ", ", "12", ", ", "3", "]"]
+    assert worker_choice_positions(pieces, first_only=True) == (2,)
+    assert worker_choice_positions(["model_id = [", "4", "]"], first_only=True) == (1,)
+    assert worker_choice_positions(["model_id = [3", ", 4]"], first_only=True) == (0,)
+
+
 @pytest.mark.parametrize("text", ["no lists here", "model_id = [", "model_id = []", "subtasks = [\"1\"]"])
 def test_no_list_or_no_digit_names_no_token(text):
     assert worker_choice_positions([text]) == ()
@@ -38,6 +45,9 @@ def test_positions_from_a_real_tokenizer(tmp_path):
     positions = texts.choice_positions(ids)
     assert "".join(texts(ids)) == tokenizer.decode(ids)
     assert "".join(texts([ids[p] for p in positions])).replace(" ", "").replace(",", "") == "20"
+    first = texts.choice_positions(ids, first_only=True)
+    assert set(first) < set(positions)
+    assert "".join(texts([ids[p] for p in first])).replace(" ", "").replace(",", "") == "2"
 
 
 def test_the_kl_term_falls_on_the_named_tokens_only():
