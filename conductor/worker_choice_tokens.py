@@ -7,7 +7,9 @@ and the worker that is good on average wins everywhere: on paper-7 from uniform 
 every domain by step ~80 and the groups stopped exploring before code could pull gpt-5 back
 (docs/experiments.md, "paper-7 from a uniform warm start with a plan line"). A KL term to the warm start
 holds that choice open, but on every token it also holds the subtasks and the format where they were.
-``learner.worker_id_kl_coef`` puts the term on these tokens only.
+``learner.worker_id_kl_coef`` puts the term on these tokens only; ``learner.worker_id_kl_scope: first`` on the
+first worker's alone, because a check's worth depends on who checks, and a checker held near the warm start's
+uniform draw made every check look like a wash on paper-7 (docs/experiments.md, "#paper7-rl-checks").
 
 The positions are found in the text, as the workflow parser reads it: the digits inside the *last*
 ``model_id = [...]`` of the completion (conductor/workflow.py reads each list from its last assignment).

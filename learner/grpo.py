@@ -20,7 +20,9 @@ Loss per completion token t of sample i, with ratio_t = exp(logp_t - old_logp_t)
                                                                  engine/learner mismatch; 1 when off)
     kl_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1            (k3 estimator; only when beta or beta_id > 0)
     c_t  = 1 on the tokens that name a worker, else 0           (conductor/worker_choice_tokens.py: beta_id
-                                                                 holds whom to ask open, not the subtasks)
+                                                                 holds whom to ask open, not the subtasks;
+                                                                 learner.worker_id_kl_scope: every worker, or
+                                                                 the first alone)
 
 Aggregation: "token" averages l_t over every completion token of the batch (long completions weigh
 more); "sequence" averages within each completion, then over completions. A batch split into
