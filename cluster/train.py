@@ -49,10 +49,10 @@ from cluster.train_state import (
     resume_trained_log,
 )
 from cluster.warm_start import warm_start_policy
-from conductor.baselines import run_baselines
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
 from conductor.cost_dial import CARD_FILE, card_of, validation_settings
+from conductor.kept_baselines import kept_or_measured
 from conductor.pool import ReplayMiss
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
@@ -106,11 +106,15 @@ class GrpoRecipe:
             self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
         tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
         with Timer("baselines", self.phases):
-            self.baselines, baseline_spend = run_baselines(config, self.splits.heldout, tokenizer, seed=config.seed)
-        self.spend.add(baseline_spend)
+            baselines = kept_or_measured(config, self.splits.heldout, tokenizer, self.out)
+        self.baselines = baselines.figures
+        self.spend.add(baselines.spend)
         figures = report.baseline_summary(self.baselines)
-        self.console.print(f"held-out baselines: best single {figures['best_single_accuracy']:.3f}, "
+        self.console.print(f"held-out baselines{' (kept from the run before: nothing spent)' if baselines.kept else ''}"
+                           f": best single {figures['best_single_accuracy']:.3f}, "
                            f"random router {figures['random_router_accuracy']:.3f}")
+        if baselines.note:
+            self.console.print(f"[yellow]held-out baselines measured again: {baselines.note}[/]")
         report.warn_infra_errors(self.console, "held-out baselines", sum(figures["baseline_infra_errors"].values()))
 
         # The cluster: engines, rollout actors, learners, weight sync.

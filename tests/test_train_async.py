@@ -88,10 +88,10 @@ def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
     assert [forecast["step"] for forecast in uncapped["cost_forecasts"]] == [2, 3, 4, 5]  # from the second step
     assert f"spent ${state['history'][-1]['spent_usd']:.4f}" in log and "forecast $" in log
 
-    # before step 6: spent S (the first run's, then the baselines again), the next step at (1 + k) x the
-    # largest step (and, the last, its validation: more still), the held-out evaluation at the last
-    # validation's cost (6 questions, 6 held-out)
-    spent = uncapped["spent_usd"] + phases["baselines"]
+    # before step 6: spent S (the first run's: a resumed segment reads the baselines the run kept, at no cost),
+    # the next step at (1 + k) x the largest step (and, the last, its validation: more still), the held-out
+    # evaluation at the last validation's cost (6 questions, 6 held-out)
+    spent = uncapped["spent_usd"]
     projected = HEADROOM * (2 * max(row["step_cost_usd"] for row in state["history"])
                             + state["evals"][-1]["val_cost_usd"])
     assert phases["closing"] < projected  # the held-out evaluation (and calls in flight) within its reserve
@@ -99,6 +99,7 @@ def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
     stopped = train(tmp_path, "run_name=async", "train.steps=6", "train.resume=true", f"budget.max_usd={cap}")
     assert stopped.returncode == 0, stopped.stdout[-2000:] + stopped.stderr[-3000:]
     assert "resumed from step-5" in stopped.stdout
+    assert "held-out baselines (kept from the run before: nothing spent)" in stopped.stdout
     assert stopped.stdout.count("budget: stopped before step 6: the run has spent $") == 1
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stopped"] == "budget" and summary["stopped_before_step"] == 6 and summary["steps"] == 5
@@ -111,6 +112,8 @@ def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
     assert "resumed from step-5" in finished.stdout and "budget: stopped" not in finished.stdout
     final = json.loads((run / "summary.json").read_text())
     assert final["stopped"] is None and final["steps"] == 6
+    assert summary["segment_spend_usd"]["baselines"] == final["segment_spend_usd"]["baselines"] == 0
+    assert final["single_worker_accuracy"] == uncapped["single_worker_accuracy"]  # read, not measured again
     assert final["spent_usd"] == pytest.approx(summary["spent_usd"] + sum(final["segment_spend_usd"].values()))
     steps = trained_groups(run)
     assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 6]

@@ -1,0 +1,74 @@
+"""The held-out baselines a run measured, kept with it (``baselines.json``), so that a resumed segment reads
+them instead of paying for them again. Every baseline is a call per held-out question and worker (paper-7:
+the 7 workers and the random router over 400 questions, $13.82 of the committed run's $303 at the preset's
+prices), and a run stopped by its spend cap and resumed with a raised one would otherwise pay that again
+before its first step.
+
+The figures are reused only when nothing they depend on has changed: the key is a hash of the held-out
+questions (ids, texts, answers and how each is checked), the seed, and the config sections a baseline's calls
+and scores go through (the workers and judges as the Conductor and the pool see them, the executor, prompts,
+reward, verifier, judge, data and simulator). Where the pool's endpoints live (URLs, the simulator's port)
+and how fast they may be called are not in it: they do not change an answer. A run that is not resumed
+measures afresh, and so does a resumed one whose key differs, saying why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from conductor.baselines import run_baselines
+from conductor.config import Config
+from conductor.run_output import RunOutput
+from conductor.tasks.task import Task
+
+KEPT = "baselines.json"
+Figures = dict[str, dict[str, float]]
+
+
+def question_digest(task: Task) -> str:
+    """A held-out question as the baselines meet it: its text, its answer and how it is checked."""
+    server = task.reward_server.url if task.reward_server else None
+    fields = [task.id, task.prompt, task.answer, str(task.verifier), task.reward_function, server]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
+
+
+def baselines_key(config: Config, tasks: Sequence[Task]) -> str:
+    """What the baselines' figures depend on, hashed (sha256 hex)."""
+    sections = ("executor", "prompt", "reward", "verifier", "judge", "data")
+    material = {
+        "questions": [question_digest(task) for task in tasks],
+        "seed": config.seed,
+        "workers": [worker.model_dump(mode="json") for worker in config.pool.workers],
+        "judges": [judge.model_dump(mode="json") for judge in config.pool.judges],
+        "simulator": config.simulator.model_dump(mode="json", exclude={"port"}),
+        **{name: getattr(config, name).model_dump(mode="json") for name in sections},
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Baselines:
+    figures: Figures
+    spend: dict[str, float]   # what measuring them cost this segment, by provider (nothing when kept)
+    kept: bool                # read from the run's own baselines.json
+    note: str = ""            # why earlier figures were not reused, when there were some
+
+
+def kept_or_measured(config: Config, tasks: Sequence[Task], tokenizer: Any, out: RunOutput) -> Baselines:
+    """The run's kept figures when it is resumed and their key still matches; otherwise measure them
+    (``run_baselines``) and keep them with the run."""
+    key = baselines_key(config, tasks)
+    note = ""
+    if config.train.resume and out.exists(KEPT):
+        kept = json.loads(out.read_text(KEPT))
+        if kept.get("key") == key:
+            return Baselines(kept["figures"], {}, kept=True)
+        note = ("the held-out questions, the seed, the pool's workers or how answers are scored changed since "
+                "they were measured")
+    figures, spend = run_baselines(config, tasks, tokenizer, seed=config.seed)
+    out.write_text(KEPT, text=json.dumps({"key": key, "figures": figures}, indent=2, sort_keys=True))
+    return Baselines(figures, spend, kept=False, note=note)

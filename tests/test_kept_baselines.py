@@ -1,0 +1,78 @@
+"""A resumed run reads the held-out baselines it measured instead of paying for them again, through a real
+simulated pool on loopback (conductor/kept_baselines.py); anything that could change their figures makes it
+measure again, and where the pool's endpoint lives does not."""
+
+import dataclasses
+from pathlib import Path
+
+from cluster.rollouts import tasks_for
+from conductor.config_loader import load_config
+from conductor.kept_baselines import KEPT, baselines_key, kept_or_measured
+from conductor.run_output import RunOutput
+from conductor.simulator.presets import load_preset, simulated_pool_config
+from conductor.simulator.server import SimulatorServer
+
+TOY = Path(__file__).resolve().parents[1] / "configs" / "train-toy.yaml"
+
+
+class FakeTokenizer:
+    """Prompt ids without a model: the fixed routers never read them."""
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
+        return list(range(sum(len(m["content"]) for m in messages) // 50))
+
+
+def served(sim: SimulatorServer) -> int:
+    return sum(sim.state.counts.values())
+
+
+def resumed(config):
+    return config.model_copy(update={"train": config.train.model_copy(update={"resume": True})})
+
+
+def test_a_resumed_run_reads_its_baselines_and_a_changed_pool_or_a_fresh_run_measures_again(tmp_path):
+    config = load_config(TOY, ["simulator.toy_items_per_domain=10", "simulator.latency_scale=0"])
+    tasks = list(tasks_for(config))[:6]
+    out = RunOutput(str(tmp_path), "run")
+    with SimulatorServer(config.simulator.model_copy(update={"port": 0})) as sim:
+        config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
+        first = kept_or_measured(config, tasks, FakeTokenizer(), out)
+        calls = served(sim)
+        assert not first.kept and calls >= len(tasks) * len(config.pool.workers) and sum(first.spend.values()) > 0
+        assert out.exists(KEPT)
+
+        again = kept_or_measured(resumed(config), tasks, FakeTokenizer(), out)
+        assert again.kept and again.spend == {} and again.figures == first.figures and not again.note
+        assert served(sim) == calls  # nothing was asked of the pool
+
+        fresh = kept_or_measured(config, tasks, FakeTokenizer(), out)  # not resumed: measured afresh
+        assert not fresh.kept and served(sim) > calls and not fresh.note
+
+        workers = [w.model_copy(update={"model": w.model_name + "-v2"}) if i == 0 else w
+                   for i, w in enumerate(config.pool.workers)]
+        changed = resumed(config.model_copy(update={"pool": config.pool.model_copy(update={"workers": workers})}))
+        before = served(sim)
+        remeasured = kept_or_measured(changed, tasks, FakeTokenizer(), out)
+        assert not remeasured.kept and served(sim) > before and "changed since" in remeasured.note
+
+
+def test_the_key_follows_what_the_figures_depend_on_and_not_where_the_pool_lives():
+    config = load_config(TOY, ["simulator.toy_items_per_domain=10"])
+    tasks = list(tasks_for(config))[:6]
+    preset = load_preset(config.simulator)
+    config = config.model_copy(update={"pool": simulated_pool_config(preset, "http://127.0.0.1:1/v1")})
+    key = baselines_key(config, tasks)
+
+    moved = simulated_pool_config(preset, "http://127.0.0.1:2/v1")
+    same = [config.model_copy(update={"pool": moved}),
+            config.model_copy(update={"simulator": config.simulator.model_copy(update={"port": 4321})})]
+    assert all(baselines_key(c, tasks) == key for c in same)
+
+    answer_changed = [dataclasses.replace(tasks[0], answer=tasks[0].answer + "1"), *tasks[1:]]
+    different = [
+        (config.model_copy(update={"seed": config.seed + 1}), tasks),
+        (config, tasks[:-1]),
+        (config, answer_changed),
+        (config.model_copy(update={"executor": config.executor.model_copy(update={"max_steps": 3})}), tasks),
+    ]
+    assert all(baselines_key(c, t) != key for c, t in different)
