@@ -37,9 +37,8 @@ from conductor.executor import WorkflowExecutor
 from conductor.judge_config import judge_worker
 from conductor.local_pool import LocalPool
 from conductor.run_output import RunOutput
+from conductor.simulator.embedded_pool import with_simulated_pool
 from conductor.simulator.preset_file import read_preset_file
-from conductor.simulator.presets import simulated_pool_config
-from conductor.simulator.server import SimulatorServer
 from conductor.tasks.task import Task
 from conductor.twin_preset import kept_correlation, twin_header, twin_judge, twin_preset_text
 from conductor.verifiers import registry
@@ -104,12 +103,8 @@ def run(config: Config, console: Console, command: str = "") -> dict[str, Any]:
     if not questions:
         raise ValueError("no questions to calibrate on: data.datasets (or the simulated preset) has no tasks")
     with contextlib.ExitStack() as stack:
-        if not config.pool.workers:
-            sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            key = {"api_key_env": config.simulator.api_key_env} if config.simulator.api_key_env else {}
-            pool = simulated_pool_config(sim.state.preset, sim.base_url,
-                                         max_concurrency=config.simulator.client_max_concurrency, **key)
-            config = config.model_copy(update={"pool": pool})
+        config, sim = with_simulated_pool(config, stack)
+        if sim:
             console.print(f"simulated pool ({sim.state.preset.name}) on {sim.base_url}")
         workers = [w.id for w in config.pool.workers]
         console.print(f"{len(workers)} workers x {len(questions)} questions "

@@ -51,8 +51,8 @@ from conductor.prompt_builder import PromptBuilder
 from conductor.rollout import SamplingSettings
 from conductor.roster import Roster
 from conductor.run_output import RunOutput, local_copy
-from conductor.simulator.presets import load_preset, simulated_pool_config
-from conductor.simulator.server import SimulatorServer
+from conductor.simulator.embedded_pool import with_simulated_pool
+from conductor.simulator.presets import load_preset
 from conductor.simulator_config import SIMULATED_PROVIDER_ID
 from conductor.tasks import Task, load_tasks
 from conductor.tasks.splits import configured_splits
@@ -235,13 +235,9 @@ def run(config: Config, console: Console, command: str = "") -> dict:
     skip = frozenset(o.method for o in earlier)
     if skip:
         console.print(f"reused from earlier evaluations: {', '.join(sorted(skip))}")
-    preset = None
     with contextlib.ExitStack() as stack:
-        if not config.pool.workers:
-            sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            preset = sim.state.preset
-            pool_config = simulated_pool_config(preset, sim.base_url).model_copy(update={"cache": config.pool.cache})
-            config = config.model_copy(update={"pool": pool_config})
+        config, sim = with_simulated_pool(config, stack)
+        preset = sim.state.preset if sim else None
         sampler = conductor_sampler(config, console, skip)
         outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
     if "oracle" in config.evaluate.methods:

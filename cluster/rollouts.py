@@ -34,8 +34,8 @@ from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import summarise
 from conductor.roster import Roster
 from conductor.run_output import RunOutput
-from conductor.simulator.presets import load_preset, simulated_pool_config
-from conductor.simulator.server import SimulatorServer
+from conductor.simulator.embedded_pool import with_simulated_pool
+from conductor.simulator.presets import load_preset
 from conductor.tasks import Task, load_tasks
 from conductor.verifiers.sandbox import host_isolation
 from learner.gguf_policy import convert_gguf, is_gguf_source
@@ -83,10 +83,7 @@ def run(config: Config, console: Console) -> dict[str, float]:
     model = policy_path(config, out)
     store_path = config.store()[0]
     with contextlib.ExitStack() as stack:
-        if not config.pool.workers:
-            sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            pool_config = simulated_pool_config(sim.state.preset, sim.base_url)
-            config = config.model_copy(update={"pool": pool_config.model_copy(update={"cache": config.pool.cache})})
+        config, _ = with_simulated_pool(config, stack)
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         stack.callback(ray.shutdown)
         engines = start_engines(model, config.engine, config.seed, engine_placement_group(config.engine),

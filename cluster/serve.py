@@ -54,17 +54,12 @@ def freeze_startup_heap() -> None:
 
 def with_pool(config: Config, stack: contextlib.ExitStack) -> Config:
     """The config with a pool: the configured one, or the simulated one started here on loopback."""
-    if config.pool.workers:
-        return config
-    from conductor.simulator.presets import simulated_pool_config
-    from conductor.simulator.server import SimulatorServer
+    from conductor.simulator.embedded_pool import with_simulated_pool
 
-    sim = stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-    log.info("simulated pool (%s) on %s", sim.state.preset.name, sim.base_url)
-    key = {"api_key_env": config.simulator.api_key_env} if config.simulator.api_key_env else {}
-    pool = simulated_pool_config(sim.state.preset, sim.base_url,
-                                 max_concurrency=config.simulator.client_max_concurrency, **key)
-    return config.model_copy(update={"pool": pool})
+    config, sim = with_simulated_pool(config, stack)
+    if sim:
+        log.info("simulated pool (%s) on %s", sim.state.preset.name, sim.base_url)
+    return config
 
 
 class LocalServer:

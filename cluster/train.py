@@ -57,8 +57,7 @@ from conductor.pool import ReplayMiss
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
-from conductor.simulator.presets import simulated_pool_config
-from conductor.simulator.server import SimulatorServer
+from conductor.simulator.embedded_pool import with_simulated_pool
 from conductor.staleness import StalenessManager
 from conductor.tasks.splits import configured_splits, training_sampler
 from conductor.timer import Timer
@@ -95,11 +94,8 @@ class GrpoRecipe:
         self.splits = configured_splits(tasks_for(config), config.train)
         self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
                            f"{len(self.splits.heldout)} held-out")
-        if not config.pool.workers:
-            sim = self.stack.enter_context(SimulatorServer(config.simulator.model_copy(update={"port": 0})))
-            pool = simulated_pool_config(sim.state.preset, sim.base_url, **config.simulator.client_limits())
-            pool = pool.model_copy(update={"cache": config.pool.cache})
-            config = self.config = config.model_copy(update={"pool": pool})
+        config, _ = with_simulated_pool(config, self.stack)
+        self.config = config
 
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
         with Timer("warm_start", self.phases):
