@@ -105,13 +105,7 @@ class GrpoRecipe:
             baselines = kept_or_measured(config, self.splits.heldout, tokenizer, self.out)
         self.baselines = baselines.figures
         self.spend.add(baselines.spend)
-        figures = report.baseline_summary(self.baselines)
-        self.console.print(f"held-out baselines{' (kept from the run before: nothing spent)' if baselines.kept else ''}"
-                           f": best single {figures['best_single_accuracy']:.3f}, "
-                           f"random router {figures['random_router_accuracy']:.3f}")
-        if baselines.note:
-            self.console.print(f"[yellow]held-out baselines measured again: {baselines.note}[/]")
-        report.warn_infra_errors(self.console, "held-out baselines", sum(figures["baseline_infra_errors"].values()))
+        report.print_baselines(self.console, baselines)
 
         # The cluster: engines, rollout actors, learners, weight sync.
         cluster_started = time.perf_counter()

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from cluster.step_stats import run_throughput
 from conductor.baselines import DOMAIN_TABLE, RANDOM
+from conductor.kept_baselines import Baselines
 from conductor.run_output import RunOutput
 
 LOG_FIELDS = (  # (key, label, format)
@@ -181,6 +182,18 @@ def baseline_summary(baselines: dict[str, dict[str, float]]) -> dict[str, Any]:
             "random_router_accuracy": baselines[RANDOM]["accuracy"],
             "domain_table_accuracy": baselines[DOMAIN_TABLE]["accuracy"],
             "baseline_infra_errors": {name: int(stats["infra_errors"]) for name, stats in routers.items()}}
+
+
+def print_baselines(console: Console, baselines: Baselines) -> None:
+    """The held-out baselines' line: the best single worker and the random router, whether they were kept
+    from the run before (resumed: nothing spent), why they were measured again, and their infra errors."""
+    figures = baseline_summary(baselines.figures)
+    kept = " (kept from the run before: nothing spent)" if baselines.kept else ""
+    console.print(f"held-out baselines{kept}: best single {figures['best_single_accuracy']:.3f}, "
+                  f"random router {figures['random_router_accuracy']:.3f}")
+    if baselines.note:
+        console.print(f"[yellow]held-out baselines measured again: {baselines.note}[/]")
+    warn_infra_errors(console, "held-out baselines", sum(figures["baseline_infra_errors"].values()))
 
 
 def unscored_summary(state: Any) -> dict[str, int]:
