@@ -9,7 +9,8 @@ questions (ids, texts, answers and how each is checked), the seed, and the confi
 and scores go through (the workers and judges as the Conductor and the pool see them, the executor, prompts,
 reward, verifier, judge, data and simulator). Where the pool's endpoints live (URLs, the simulator's port)
 and how fast they may be called are not in it: they do not change an answer. A run that is not resumed
-measures afresh, and so does a resumed one whose key differs, saying why.
+measures afresh, and so does a resumed one whose key differs or whose kept figures lost calls to
+infrastructure errors (an outage is not kept for the rest of the run), saying why.
 """
 
 from __future__ import annotations
@@ -58,17 +59,31 @@ class Baselines:
     note: str = ""            # why earlier figures were not reused, when there were some
 
 
-def kept_or_measured(config: Config, tasks: Sequence[Task], tokenizer: Any, out: RunOutput) -> Baselines:
-    """The run's kept figures when it is resumed and their key still matches; otherwise measure them
-    (``run_baselines``) and keep them with the run."""
-    key = baselines_key(config, tasks)
-    note = ""
-    if config.train.resume and out.exists(KEPT):
+def read_kept(out: RunOutput, key: str) -> tuple[Figures | None, str]:
+    """The kept figures, or None and why they cannot be reused ("" where there are none)."""
+    if not out.exists(KEPT):
+        return None, ""
+    try:
         kept = json.loads(out.read_text(KEPT))
-        if kept.get("key") == key:
-            return Baselines(kept["figures"], {}, kept=True)
-        note = ("the held-out questions, the seed, the pool's workers or how answers are scored changed since "
-                "they were measured")
+        figures, same = kept["figures"], kept.get("key") == key
+        failed = sum(int(stats.get("infra_errors", 0)) for stats in figures.values())
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, f"{KEPT} could not be read ({type(exc).__name__})"
+    if not same:
+        return None, ("the held-out questions, the seed, the pool's workers or how answers are scored changed "
+                      "since they were measured")
+    if failed:
+        return None, f"{failed} of their calls failed (infrastructure errors) when they were measured"
+    return figures, ""
+
+
+def kept_or_measured(config: Config, tasks: Sequence[Task], tokenizer: Any, out: RunOutput) -> Baselines:
+    """The run's kept figures when it is resumed, their key still matches and none of their calls failed;
+    otherwise measure them (``run_baselines``) and keep them with the run."""
+    key = baselines_key(config, tasks)
+    figures, note = read_kept(out, key) if config.train.resume else (None, "")
+    if figures is not None:
+        return Baselines(figures, {}, kept=True)
     figures, spend = run_baselines(config, tasks, tokenizer, seed=config.seed)
     out.write_text(KEPT, text=json.dumps({"key": key, "figures": figures}, indent=2, sort_keys=True))
     return Baselines(figures, spend, kept=False, note=note)

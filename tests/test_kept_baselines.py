@@ -1,6 +1,7 @@
 """A resumed run reads the held-out baselines it measured instead of paying for them again, through a real
-simulated pool on loopback (conductor/kept_baselines.py); anything that could change their figures makes it
-measure again, and where the pool's endpoint lives does not."""
+simulated pool on loopback (conductor/kept_baselines.py); anything that could change their figures, figures
+that lost calls, or a file that cannot be read make it measure again, and where the pool's endpoint lives does
+not."""
 
 import dataclasses
 from pathlib import Path
@@ -54,6 +55,17 @@ def test_a_resumed_run_reads_its_baselines_and_a_changed_pool_or_a_fresh_run_mea
         before = served(sim)
         remeasured = kept_or_measured(changed, tasks, FakeTokenizer(), out)
         assert not remeasured.kept and served(sim) > before and "changed since" in remeasured.note
+
+        # the simulator serves no "-v2" model: those calls failed, so a resumed run does not keep the figures
+        failed = sum(stats.get("infra_errors", 0) for stats in remeasured.figures.values())
+        assert failed > 0
+        outage = kept_or_measured(changed, tasks, FakeTokenizer(), out)
+        assert not outage.kept and f"{failed} of their calls failed" in outage.note
+        out.write_text(KEPT, text='{"key": "trunc')  # a file cut short: measured again, not a crash
+        unreadable = kept_or_measured(resumed(config), tasks, FakeTokenizer(), out)
+        assert not unreadable.kept and "could not be read" in unreadable.note
+        assert unreadable.figures == first.figures  # the pool answers alike: the same figures
+        assert kept_or_measured(resumed(config), tasks, FakeTokenizer(), out).kept  # and kept once measured
 
 
 def test_the_key_follows_what_the_figures_depend_on_and_not_where_the_pool_lives():
