@@ -12,7 +12,7 @@ from typing import Any, Optional
 from conductor.config import Config
 from conductor.cost_forecast import CostHistory, RunShape, forecast
 from conductor.run_output import RunOutput
-from conductor.spend_cap import BudgetStop, budget_stop
+from conductor.spend_cap import BudgetStop, SetupStopped, budget_stop, setup_stop
 from conductor.spend_meter import ByProvider, SpendMeter, add, read_ledger, write_ledger
 
 Snapshot = dict[str, dict[str, Any]]  # provider -> its pool actor's counters (RayPool.stats)
@@ -30,12 +30,21 @@ class RunSpend:
         self.mark: ByProvider = {}          # spent at the last step boundary
         self.validations: ByProvider = {}   # validation costs since then
         self.before_validation: ByProvider = {}
-        self.segment = {"baselines": 0.0, "training_steps": 0.0, "validations": 0.0}  # this segment's, in all
+        # this segment's, in all, by phase
+        self.segment = {"warm_start": 0.0, "baselines": 0.0, "training_steps": 0.0, "validations": 0.0}
 
-    def add(self, spent: ByProvider) -> None:
-        """A spend outside the pool actors (the baselines' in-process pool)."""
+    def check(self, estimate: ByProvider, what: str) -> None:
+        """Before a measurement outside the loop (conductor/spend_cap.py's setup rule): stop if it would pass
+        a cap."""
+        stop = setup_stop(self.config.budget.caps(), self.meter.spent(), estimate, what)
+        if stop is not None:
+            raise SetupStopped(stop)
+
+    def add(self, spent: ByProvider, phase: str = "baselines") -> None:
+        """A spend outside the pool actors: an in-process pool's (the warm start's measured prior or menu,
+        the held-out baselines)."""
         self.meter.add(spent)
-        self.segment["baselines"] += sum(spent.values())
+        self.segment[phase] += sum(spent.values())
         write_ledger(self.out, self.meter.spent())
 
     def attach(self, snapshot: Snapshot, *, val_questions: int, heldout_questions: int) -> None:

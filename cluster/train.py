@@ -58,6 +58,7 @@ from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.embedded_pool import with_simulated_pool
+from conductor.spend_cap import SetupStopped
 from conductor.staleness import StalenessManager
 from conductor.tasks.splits import configured_splits, training_sampler
 from conductor.timer import Timer
@@ -99,12 +100,11 @@ class GrpoRecipe:
 
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
         with Timer("warm_start", self.phases):
-            self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console)
+            self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console, self.spend)
         tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
         with Timer("baselines", self.phases):
-            baselines = kept_or_measured(config, self.splits.heldout, tokenizer, self.out)
+            baselines = kept_or_measured(config, self.splits.heldout, tokenizer, self.out, self.spend)
         self.baselines = baselines.figures
-        self.spend.add(baselines.spend)
         report.print_baselines(self.console, baselines)
 
         # The cluster: engines, rollout actors, learners, weight sync.
@@ -406,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]a cluster actor died and did not come back: {type(exc).__name__}: {exc}[/]\n"
                       f"Nothing already checkpointed is lost: rerun with --set train.resume=true")
         return 3
+    except SetupStopped as exc:
+        console.print(f"[yellow]{exc}[/]")
+        return 5
     except ReplayMiss as exc:
         console.print(str(exc), style="red", markup=False)  # the request's text may hold [brackets]
         return 4

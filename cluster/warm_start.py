@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -29,6 +30,7 @@ from conductor.prompt_builder import PromptBuilder
 from conductor.recursive_examples import recursive_prompt_ids
 from conductor.roster import Roster
 from conductor.run_output import RunOutput, local_copy
+from conductor.setup_cost import SetupSpend, measurement_estimate
 from conductor.simulator.presets import load_preset
 from conductor.tasks.task import Task
 from conductor.worker_prior import Prior, measure_prior, prior_tasks, random_prior, roster_weights
@@ -39,8 +41,11 @@ PRIOR_FILES = {"domain_reward": "worker_prior.json", "random": "random_prior.jso
                "workflow_reward": "workflow_prior.json"}
 
 
-def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task], console: Console) -> str:
-    """The policy's location: a local dir, or a URL under a remote output (actors copy it per node)."""
+def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task], console: Console,
+                      spend: Optional[SetupSpend] = None) -> str:
+    """The policy's location: a local dir, or a URL under a remote output (actors copy it per node).
+    ``spend``, where given, may stop a measured prior or menu before it starts (the spend cap) and is told
+    what it spent through the pool."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -63,8 +68,13 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     tasks, prior, menu = list(train_tasks)[:config.sft.prompts], None, None
     if config.sft.worker_prior != "uniform":
         tasks = prior_tasks(train_tasks, -(-config.sft.prompts // len({t.domain for t in train_tasks})), config.seed)
+    on_spend = None
+    if spend is not None and (estimate := measurement_estimate(config, train_tasks)) is not None:
+        kind = "menu" if config.sft.worker_prior == "workflow_reward" else "prior"
+        spend.check(estimate, f"the warm start's measured {kind}")
+        on_spend = partial(spend.add, phase="warm_start")
     if config.sft.worker_prior == "domain_reward":
-        prior = worker_prior(config, train_tasks, tokenizer, console)
+        prior = worker_prior(config, train_tasks, tokenizer, console, on_spend)
     elif config.sft.worker_prior == "random":
         prior = random_prior({t.domain for t in train_tasks}, [w.id for w in config.pool.workers],
                              config.sft.prior_temperature, config.seed)
@@ -72,7 +82,7 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
             f"{domain} " + ", ".join(f"{w} {p:.2f}" for w, p in sorted(ws.items(), key=lambda i: -i[1])[:3])
             for domain, ws in prior.items()))
     elif config.sft.worker_prior == "workflow_reward":
-        menu = workflow_menu(config, train_tasks, tokenizer, console)
+        menu = workflow_menu(config, train_tasks, tokenizer, console, on_spend)
     if not tasks:
         raise ValueError("the SFT warm start needs training questions")
     dial = card_of(config.reward)
@@ -136,12 +146,12 @@ def sft_prompts(builder: PromptBuilder, tasks: Sequence[Task], rosters: Sequence
     return [builder.task_prompt_ids(task, roster, setting) for task, roster, setting in zip(tasks, rosters, settings)]
 
 
-def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer,
-                  console: Console) -> dict[Optional[int], MenuPrior]:
+def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console,
+                  on_spend: Optional[Callable[[dict[str, float]], None]] = None) -> dict[Optional[int], MenuPrior]:
     """The measured per-domain menu the examples are drawn from, by cost-dial setting (None: no dial),
     printed as it is measured (its likeliest items, with their mean rewards)."""
     started = time.time()
-    menus, rewards = measure_menu(config, train_tasks, tokenizer, seed=config.seed)
+    menus, rewards = measure_menu(config, train_tasks, tokenizer, seed=config.seed, on_spend=on_spend)
     console.print(f"SFT workflow prior: each worker alone and pairs among the {config.sft.prior_top_workers} best, "
                   f"on up to {config.sft.prior_questions} training questions a domain ({time.time() - started:.0f}s), "
                   f"T={config.sft.prior_temperature}")
@@ -158,10 +168,11 @@ def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer,
     return menus
 
 
-def worker_prior(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console) -> Prior:
+def worker_prior(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console,
+                 on_spend: Optional[Callable[[dict[str, float]], None]] = None) -> Prior:
     """The measured domain prior the examples' workers are drawn by, printed as it is measured."""
     started = time.time()
-    prior, mean_rewards = measure_prior(config, train_tasks, tokenizer, seed=config.seed)
+    prior, mean_rewards = measure_prior(config, train_tasks, tokenizer, seed=config.seed, on_spend=on_spend)
     console.print(f"SFT worker prior: every worker alone on up to {config.sft.prior_questions} training questions "
                   f"a domain ({time.time() - started:.0f}s), T={config.sft.prior_temperature}")
     for domain in sorted(prior):

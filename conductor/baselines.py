@@ -95,8 +95,7 @@ def run_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any,
     that pool spent, by provider (the run's spend cap counts it: conductor/spend_meter.py)."""
     from conductor.local_pool import on_local_pool
 
-    async def measure(pool: Any) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-        results = await evaluate_baselines(config, tasks, tokenizer, pool, seed)
-        return results, {provider: stats["cost_usd"] for provider, stats in pool.stats().items()}
-
-    return on_local_pool(config.pool, measure, seed=seed)
+    spent: dict[str, float] = {}
+    results = on_local_pool(config.pool, lambda pool: evaluate_baselines(config, tasks, tokenizer, pool, seed),
+                            seed=seed, on_spend=spent.update)
+    return results, spent

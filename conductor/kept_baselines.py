@@ -19,11 +19,12 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from conductor.baselines import run_baselines
 from conductor.config import Config
 from conductor.run_output import RunOutput
+from conductor.setup_cost import SetupSpend, baselines_estimate
 from conductor.tasks.task import Task
 
 KEPT = "baselines.json"
@@ -77,13 +78,19 @@ def read_kept(out: RunOutput, key: str) -> tuple[Figures | None, str]:
     return figures, ""
 
 
-def kept_or_measured(config: Config, tasks: Sequence[Task], tokenizer: Any, out: RunOutput) -> Baselines:
+def kept_or_measured(config: Config, tasks: Sequence[Task], tokenizer: Any, out: RunOutput,
+                     run_spend: Optional[SetupSpend] = None) -> Baselines:
     """The run's kept figures when it is resumed, their key still matches and none of their calls failed;
-    otherwise measure them (``run_baselines``) and keep them with the run."""
+    otherwise measure them (``run_baselines``) and keep them with the run. ``run_spend``, where given, may
+    stop the measurement before it starts (the spend cap) and is told what it spent."""
     key = baselines_key(config, tasks)
     figures, note = read_kept(out, key) if config.train.resume else (None, "")
     if figures is not None:
         return Baselines(figures, {}, kept=True)
+    if run_spend is not None:
+        run_spend.check(baselines_estimate(config, tasks), "the held-out baselines")
     figures, spend = run_baselines(config, tasks, tokenizer, seed=config.seed)
+    if run_spend is not None:
+        run_spend.add(spend, "baselines")
     out.write_text(KEPT, text=json.dumps({"key": key, "figures": figures}, indent=2, sort_keys=True))
     return Baselines(figures, spend, kept=False, note=note)

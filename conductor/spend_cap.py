@@ -13,6 +13,15 @@ admitted when the run stops, and they run to their end. ``HEADROOM`` (1.5) leave
 as costly as the largest recent one, and a held-out evaluation half again as costly as its estimate (the
 best policy is not the last one validated, nor are its questions the validation's).
 
+Before its loop a run measures what it has nothing to project from: the warm start's prior or menu and the
+held-out baselines (conductor/setup_cost.py estimates each, roughly). Before each, with ``E`` its estimate:
+
+    stop before the measurement   if   S + HEADROOM x E > cap   or   S >= cap
+
+and the run ends with a line saying so (``SetupStopped``); what was measured before it is kept, and a resumed
+run reuses it. The estimates are rough both ways (conductor/setup_cost.py gives paper-7's and the toy's):
+a measurement dearer than HEADROOM x its estimate passes the cap by the excess.
+
 What this guarantees: the run stops before a step that its recent steps say would not fit, keeps its
 checkpoint, evaluates and writes its summary. It stays within the cap when the step after the last check
 and the held-out evaluation together cost at most HEADROOM x (next + reserve). Otherwise, since the check runs
@@ -95,4 +104,40 @@ def budget_stop(caps: Mapping[Optional[str], float], spent: Mapping[str, float],
         have, upcoming, held = spent_by.get(key, 0.0), projected.get(key, 0.0), reserve.get(key, 0.0)
         if have >= caps[key] or have + HEADROOM * (upcoming + held) > caps[key]:
             return BudgetStop(key, done + 1, have, upcoming, held, caps[key])
+    return None
+
+
+@dataclass(frozen=True)
+class SetupStop:
+    """Why the run stops before a measurement outside its loop: the first cap its estimate would pass."""
+
+    provider: Optional[str]   # None: the whole run's cap
+    what: str
+    spent: float
+    estimate: float
+    cap: float
+
+    def line(self) -> str:
+        setting = "budget.max_usd" if self.provider is None else f"budget.max_usd_per_provider.{self.provider}"
+        scope = "the run" if self.provider is None else f"provider {self.provider}"
+        return (f"budget: stopped before {self.what}: {scope} has spent ${self.spent:.4f} of ${self.cap:.4f} "
+                f"({setting}); {self.what}, estimated at ${self.estimate:.4f} (rough: conductor/setup_cost.py), "
+                f"would pass it. Nothing more was spent. Raise {setting} and rerun with --set train.resume=true "
+                f"(what was measured is reused), or measure less (sft.prior_questions, train.heldout_questions)")
+
+
+class SetupStopped(RuntimeError):
+    def __init__(self, stop: SetupStop):
+        super().__init__(stop.line())
+        self.stop = stop
+
+
+def setup_stop(caps: Mapping[Optional[str], float], spent: Mapping[str, float], estimate: Mapping[str, float],
+               what: str) -> Optional[SetupStop]:
+    """The setup rule in the module docstring over every cap in ``caps``; None: go on."""
+    spent_by, estimated = with_total(add(spent)), with_total(add(estimate))
+    for key in sorted(caps, key=lambda k: (k is not None, k or "")):
+        have, upcoming = spent_by.get(key, 0.0), estimated.get(key, 0.0)
+        if have >= caps[key] or have + HEADROOM * upcoming > caps[key]:
+            return SetupStop(key, what, have, upcoming, caps[key])
     return None

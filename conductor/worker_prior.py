@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 from conductor.config import Config
 from conductor.tasks.task import Task
@@ -75,14 +75,15 @@ async def measure_mean_rewards(config: Config, tasks: Sequence[Task], tokenizer:
             for domain, by_worker in rewards.items()}
 
 
-def measure_prior(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0) -> tuple[Prior, dict]:
+def measure_prior(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0,
+                  on_spend: Optional[Callable[[dict[str, float]], None]] = None) -> tuple[Prior, dict]:
     """The prior over an in-process pool (the config's providers and limits), and the mean rewards it
-    came from (for the run's log)."""
+    came from (for the run's log); ``on_spend`` is told what the pool spent."""
     from conductor.local_pool import on_local_pool
 
     chosen = prior_tasks(tasks, config.sft.prior_questions, seed)
     mean_rewards = on_local_pool(config.pool, lambda pool: measure_mean_rewards(config, chosen, tokenizer, pool, seed),
-                                 seed=seed)
+                                 seed=seed, on_spend=on_spend)
     return softmax_prior(mean_rewards, config.sft.prior_temperature), mean_rewards
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 from conductor.config import Config
@@ -123,10 +123,11 @@ async def measure_items(config: Config, tasks: Sequence[Task], items: Sequence[M
 
 
 def measure_menu(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0,
+                 on_spend: Optional[Callable[[dict[str, float]], None]] = None,
                  ) -> tuple[dict[Setting, MenuPrior], dict[Setting, dict[str, dict[MenuItem, float]]]]:
     """The prior over an in-process pool (the config's providers and limits), and the mean rewards it came
     from (for the run's log): singles first, then the pairs among each domain's best singles. Both by
-    cost-dial setting (one, None, without a dial)."""
+    cost-dial setting (one, None, without a dial). ``on_spend`` is told what the pool spent."""
     from conductor.local_pool import on_local_pool
 
     by_domain: dict[str, list[Task]] = defaultdict(list)
@@ -150,6 +151,6 @@ def measure_menu(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: in
                 rewards[setting][domain] = measured
         return dict(rewards)
 
-    rewards = on_local_pool(config.pool, measure, seed=seed)
+    rewards = on_local_pool(config.pool, measure, seed=seed, on_spend=on_spend)
     return ({setting: menu_prior(by_domain, config.sft.shapes, config.sft.prior_temperature)
              for setting, by_domain in rewards.items()}, rewards)

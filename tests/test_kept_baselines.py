@@ -6,12 +6,18 @@ not."""
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from cluster.rollouts import tasks_for
+from cluster.run_spend import RunSpend
 from conductor.config_loader import load_config
 from conductor.kept_baselines import KEPT, baselines_key, kept_or_measured
 from conductor.run_output import RunOutput
+from conductor.setup_cost import baselines_estimate
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
+from conductor.spend_cap import SetupStopped
+from conductor.spend_meter import read_ledger
 
 TOY = Path(__file__).resolve().parents[1] / "configs" / "train-toy.yaml"
 
@@ -37,10 +43,19 @@ def test_a_resumed_run_reads_its_baselines_and_a_changed_pool_or_a_fresh_run_mea
     out = RunOutput(str(tmp_path), "run")
     with SimulatorServer(config.simulator.model_copy(update={"port": 0})) as sim:
         config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
-        first = kept_or_measured(config, tasks, FakeTokenizer(), out)
+        capped = config.model_copy(update={"budget": config.budget.model_copy(update={"max_usd": 1e-6})})
+        with pytest.raises(SetupStopped, match="stopped before the held-out baselines"):
+            kept_or_measured(capped, tasks, FakeTokenizer(), out, RunSpend(capped, out))
+        assert served(sim) == 0 and not out.exists(KEPT)  # stopped before any call
+
+        run_spend = RunSpend(config, out)
+        first = kept_or_measured(config, tasks, FakeTokenizer(), out, run_spend)
         calls = served(sim)
         assert not first.kept and calls >= len(tasks) * len(config.pool.workers) and sum(first.spend.values()) > 0
-        assert out.exists(KEPT)
+        assert out.exists(KEPT) and read_ledger(out) == pytest.approx(first.spend)  # counted in the run's ledger
+        assert run_spend.segment["baselines"] == pytest.approx(sum(first.spend.values()))
+        assert sum(baselines_estimate(config, tasks).values()) > sum(first.spend.values())  # the toy's answers
+        # are one line, the estimate's 400 tokens: it errs high here (conductor/setup_cost.py says how rough)
 
         again = kept_or_measured(resumed(config), tasks, FakeTokenizer(), out)
         assert again.kept and again.spend == {} and again.figures == first.figures and not again.note

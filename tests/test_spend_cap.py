@@ -7,7 +7,7 @@ import pytest
 from conductor.config_loader import load_config
 from conductor.cost_forecast import CostHistory, RunShape, forecast, heldout_estimate
 from conductor.run_output import RunOutput
-from conductor.spend_cap import HEADROOM, budget_stop, next_step_cost
+from conductor.spend_cap import HEADROOM, budget_stop, next_step_cost, setup_stop
 from conductor.spend_meter import SpendMeter, read_ledger, write_ledger
 from tests.support.toy_warm_start import TOY_CONFIG
 
@@ -98,3 +98,15 @@ def test_the_budget_section_checks_its_providers_and_values_at_load():
         load_config(TOY_CONFIG, ["budget.max_usd_per_provider={openai: 1.0}"])
     with pytest.raises(ValueError, match="budget.max_usd"):
         load_config(TOY_CONFIG, ["budget.max_usd=0"])
+
+
+def test_a_measurement_before_the_loop_is_stopped_when_its_estimate_would_pass_a_cap():
+    """conductor/spend_cap.py's setup rule: S + 1.5 x E against each cap, the whole run's first."""
+    assert setup_stop({None: 10.0}, {"sim": 3.0}, {"sim": 4.0}, "the held-out baselines") is None  # 3 + 6 <= 10
+    stop = setup_stop({None: 10.0}, {"sim": 3.0}, {"sim": 5.0}, "the held-out baselines")        # 3 + 7.5 > 10
+    assert stop is not None and (stop.provider, stop.spent, stop.estimate, stop.cap) == (None, 3.0, 5.0, 10.0)
+    assert "stopped before the held-out baselines" in stop.line() and "budget.max_usd)" in stop.line()
+    by_provider = setup_stop({"b": 2.0, None: 100.0}, {"a": 1.0}, {"a": 1.0, "b": 1.5}, "the menu")
+    assert by_provider is not None and by_provider.provider == "b" and "max_usd_per_provider.b" in by_provider.line()
+    assert setup_stop({None: 1.0}, {"sim": 1.0}, {}, "x") is not None  # a spent cap stops even a free measurement
+    assert setup_stop({}, {"sim": 1e9}, {"sim": 1e9}, "x") is None    # no cap, no stop

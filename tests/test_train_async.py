@@ -52,10 +52,15 @@ def check_exactly_once(run: Path, steps: list[dict]) -> None:
 
 @pytest.mark.timeout(1500)  # three segments: 5 steps, resumed under a cap, resumed to the end
 def test_async_k1_trains_nothing_more_than_one_version_old(tmp_path, toy_warm_start):
-    done = train(tmp_path, "run_name=async", "train.steps=5", "train.eval_every=5", "learner.checkpoint_every=5",
-                 warm=toy_warm_start)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    # first under a cap that the held-out baselines' estimate passes: stopped before them, before the cluster
+    refused = train(tmp_path, "run_name=async", "train.steps=5", "budget.max_usd=0.000001", warm=toy_warm_start)
+    assert refused.returncode == 5, refused.stdout[-2000:] + refused.stderr[-3000:]
+    assert "budget: stopped before the held-out baselines" in refused.stdout
+    assert "Nothing more was spent" in refused.stdout
     run = tmp_path / "runs" / "async"
+    assert not (run / "baselines.json").exists() and not (run / "summary.json").exists()
+    done = train(tmp_path, "run_name=async", "train.steps=5", "train.eval_every=5", "learner.checkpoint_every=5")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 5 and summary["max_staleness"] == 1
     pool = summary["training_pool"]["sim"]  # the pool actor's counters over the training spans

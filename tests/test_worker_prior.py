@@ -56,9 +56,10 @@ def test_the_warm_start_measures_the_prior_through_the_pool_and_teaches_it(tmp_p
     """On paper-7's training split gpt-5 is the best worker alone on code (0.53 against gemini's 0.43 over
     all its code questions; 68 against 38 on held-out): the measured prior must rank it first there, and
     the warm start must record the prior beside its policy."""
-    policy, config, prior = measured_warm_start(tmp_path, shared_data, "prior", [
+    policy, config, prior, spent = measured_warm_start(tmp_path, shared_data, "prior", [
         "sft.worker_prior=domain_reward", "sft.prior_questions=60"], "worker_prior.json")
     assert policy.endswith("sft") and set(prior) == {"code", "math500", "mmlu"}
+    assert spent["sim"] > 0  # the measurement's calls are reported, for the run's ledger and spend cap
     workers = {w.id for w in config.pool.workers}
     for weights in prior.values():
         assert set(weights) == workers and sum(weights.values()) == pytest.approx(1)
@@ -69,8 +70,9 @@ def test_the_warm_start_measures_the_prior_through_the_pool_and_teaches_it(tmp_p
 def test_a_random_prior_warm_start_with_a_kind_line_writes_its_seeded_prior(tmp_path, shared_data):
     """``sft.worker_prior: random`` with ``sft.plan: kind`` through the real warm start: the prior written
     beside the policy is the seeded random one (nothing measured), under its own file name."""
-    policy, config, prior = measured_warm_start(tmp_path, shared_data, "random", [
+    policy, config, prior, spent = measured_warm_start(tmp_path, shared_data, "random", [
         "sft.worker_prior=random", "sft.plan=kind", "sft.prior_temperature=0.25"], "random_prior.json")
     assert policy.endswith("sft") and not (tmp_path / "random" / "sft" / "worker_prior.json").exists()
+    assert spent == {}  # nothing measured, nothing spent
     expected = random_prior({"code", "math500", "mmlu"}, [w.id for w in config.pool.workers], 0.25, config.seed)
     assert set(prior) == set(expected) and all(prior[d] == pytest.approx(expected[d]) for d in expected)

@@ -70,11 +70,12 @@ def test_the_warm_start_measures_the_menu_through_the_pool_and_teaches_it(tmp_pa
     worker checking itself adds nothing (conductor/simulator/oracle.py): with tokens unpriced the measured
     menu must put a pair of two different workers first in math and weigh a self-check as the worker
     alone, and the warm start must record the menu beside its policy."""
-    policy, _, menu = measured_warm_start(tmp_path, shared_data, "menu", [
+    policy, _, menu, spent = measured_warm_start(tmp_path, shared_data, "menu", [
         "sft.worker_prior=workflow_reward", "sft.prior_questions=60", "sft.prior_top_workers=2",
         "sft.prior_temperature=0.02", "sft.shapes={solve: 1, verify: 1}",
         "reward.cost_penalty_per_1k_worker_tokens=0", "reward.cost_penalty_per_usd=0"], "workflow_prior.json")
     assert policy.endswith("sft") and set(menu) == {"code", "math500", "mmlu"}
+    assert spent["sim"] > 0  # the menu's calls are reported, for the run's ledger and spend cap
     for items in menu.values():
         assert sum(items.values()) == pytest.approx(1)
         assert len(items) == 7 + 4  # every worker alone, and the 2 x 2 pairs of the two best

@@ -8,9 +8,25 @@ from pathlib import Path
 from typing import Any
 
 
+class SpendRecorder:
+    """A run's spend as the warm start sees it (conductor/setup_cost.py's SetupSpend), with no cap."""
+
+    def __init__(self):
+        self.spent: dict = {}
+        self.estimates: list = []
+
+    def check(self, estimate, what):
+        self.estimates.append((what, estimate))
+
+    def add(self, spent, phase):
+        assert phase == "warm_start"
+        self.spent.update(spent)
+
+
 def measured_warm_start(tmp_path: Path, shared_data: Path, run_name: str, overrides: list[str],
-                        prior_file: str) -> tuple[str, Any, dict]:
-    """(the warm start's policy location, the config it ran with, the prior it wrote beside its policy)."""
+                        prior_file: str) -> tuple[str, Any, dict, dict]:
+    """(the warm start's policy location, the config it ran with, the prior it wrote beside its policy, what
+    measuring it spent through the pool, by provider: empty where nothing was measured)."""
     from rich.console import Console
 
     from cluster.rollouts import tasks_for
@@ -27,5 +43,7 @@ def measured_warm_start(tmp_path: Path, shared_data: Path, run_name: str, overri
     train = configured_splits(tasks_for(config), config.train).train
     with SimulatorServer(config.simulator.model_copy(update={"port": 0})) as sim:
         config = config.model_copy(update={"pool": simulated_pool_config(sim.state.preset, sim.base_url)})
-        policy = warm_start_policy(config, RunOutput(str(tmp_path), run_name), list(train), Console(quiet=True))
-    return policy, config, json.loads((tmp_path / run_name / "sft" / prior_file).read_text())
+        spent = SpendRecorder()
+        policy = warm_start_policy(config, RunOutput(str(tmp_path), run_name), list(train), Console(quiet=True),
+                                   spent)
+    return policy, config, json.loads((tmp_path / run_name / "sft" / prior_file).read_text()), spent.spent
