@@ -8,8 +8,8 @@ have prices, its forecast after 10% (and 25%, 50%) of the steps against what it 
 The run is ``cluster.train`` in a subprocess (its own Ray cluster). The forecast is the one the run logs at
 every step (conductor/cost_forecast.py: spent so far plus the recent per-step mean times the steps left, the
 validations and the held-out evaluation left, with a range one per-step spread wide); the final cost is
-summary.json's ``spent_usd`` (baselines, steps, validations and held-out evaluation, workers and judge).
-Both leave out the warm start's prior measurements, which the spend meter does not count. The toy's
+summary.json's ``spent_usd`` (the warm start's measured prior or menu where it has one, baselines, steps,
+validations and held-out evaluation, workers and judge). The toy's
 workers are priced at $0.2-0.5 per 1M prompt tokens, $0.8-2 per 1M completion tokens (its preset file).
 """
 
