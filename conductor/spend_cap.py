@@ -55,6 +55,15 @@ def with_total(costs: Mapping[str, float]) -> dict[Optional[str], float]:
     return {**costs, None: sum(costs.values())}
 
 
+def cap_setting(provider: Optional[str]) -> str:
+    """The setting that holds ``provider``'s cap (None: the whole run's)."""
+    return "budget.max_usd" if provider is None else f"budget.max_usd_per_provider.{provider}"
+
+
+def cap_scope(provider: Optional[str]) -> str:
+    return "the run" if provider is None else f"provider {provider}"
+
+
 @dataclass(frozen=True)
 class BudgetStop:
     """Why the run stops before ``before_step``: the figures of the first cap that the projection passes."""
@@ -68,14 +77,13 @@ class BudgetStop:
 
     @property
     def setting(self) -> str:
-        return "budget.max_usd" if self.provider is None else f"budget.max_usd_per_provider.{self.provider}"
+        return cap_setting(self.provider)
 
     def line(self) -> str:
-        scope = "the run" if self.provider is None else f"provider {self.provider}"
-        return (f"budget: stopped before step {self.before_step}: {scope} has spent ${self.spent:.4f} of "
-                f"${self.cap:.4f} ({self.setting}); the next step is projected at ${self.next_step:.4f} and the "
-                f"held-out evaluation at ${self.reserve:.4f}. Raise {self.setting} and rerun with "
-                f"--set train.resume=true to go on")
+        return (f"budget: stopped before step {self.before_step}: {cap_scope(self.provider)} has spent "
+                f"${self.spent:.4f} of ${self.cap:.4f} ({self.setting}); the next step is projected at "
+                f"${self.next_step:.4f} and the held-out evaluation at ${self.reserve:.4f}. Raise {self.setting} "
+                f"and rerun with --set train.resume=true to go on")
 
     def summary(self) -> dict[str, Any]:
         return {"stopped": "budget", "stopped_before_step": self.before_step, "stopped_by": self.setting,
@@ -118,12 +126,12 @@ class SetupStop:
     cap: float
 
     def line(self) -> str:
-        setting = "budget.max_usd" if self.provider is None else f"budget.max_usd_per_provider.{self.provider}"
-        scope = "the run" if self.provider is None else f"provider {self.provider}"
-        return (f"budget: stopped before {self.what}: {scope} has spent ${self.spent:.4f} of ${self.cap:.4f} "
-                f"({setting}); {self.what}, estimated at ${self.estimate:.4f} (rough: conductor/setup_cost.py), "
-                f"would pass it. Nothing more was spent. Raise {setting} and rerun with --set train.resume=true "
-                f"(what was measured is reused), or measure less (sft.prior_questions, train.heldout_questions)")
+        setting = cap_setting(self.provider)
+        return (f"budget: stopped before {self.what}: {cap_scope(self.provider)} has spent ${self.spent:.4f} of "
+                f"${self.cap:.4f} ({setting}); {self.what}, estimated at ${self.estimate:.4f} (rough: "
+                f"conductor/setup_cost.py), would pass it. Nothing more was spent. Raise {setting} and rerun with "
+                "--set train.resume=true (what was measured is reused), or measure less (sft.prior_questions, "
+                "train.heldout_questions)")
 
 
 class SetupStopped(RuntimeError):
