@@ -40,7 +40,7 @@ class RunSpend:
         if stop is not None:
             raise SetupStopped(stop)
 
-    def add(self, spent: ByProvider, phase: str = "baselines") -> None:
+    def add(self, spent: ByProvider, phase: str) -> None:
         """A spend outside the pool actors: an in-process pool's (the warm start's measured prior or menu,
         the held-out baselines)."""
         self.meter.add(spent)

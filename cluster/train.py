@@ -95,8 +95,7 @@ class GrpoRecipe:
         self.splits = configured_splits(tasks_for(config), config.train)
         self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
                            f"{len(self.splits.heldout)} held-out")
-        config, _ = with_simulated_pool(config, self.stack)
-        self.config = config
+        config = self.config = with_simulated_pool(config, self.stack)[0]
 
         # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
         with Timer("warm_start", self.phases):

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from rich.console import Console
 
@@ -35,6 +35,9 @@ from conductor.simulator.presets import load_preset
 from conductor.tasks.task import Task
 from conductor.worker_prior import Prior, measure_prior, prior_tasks, random_prior, roster_weights
 from conductor.workflow_prior import MenuPrior, item_name, measure_menu, roster_menu
+
+if TYPE_CHECKING:
+    from conductor.local_pool import SpendSink
 
 # The file each measured prior leaves beside its SFT policy: a reused warm start must show the configured one.
 PRIOR_FILES = {"domain_reward": "worker_prior.json", "random": "random_prior.json",
@@ -147,7 +150,7 @@ def sft_prompts(builder: PromptBuilder, tasks: Sequence[Task], rosters: Sequence
 
 
 def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console,
-                  on_spend: Optional[Callable[[dict[str, float]], None]] = None) -> dict[Optional[int], MenuPrior]:
+                  on_spend: Optional[SpendSink] = None) -> dict[Optional[int], MenuPrior]:
     """The measured per-domain menu the examples are drawn from, by cost-dial setting (None: no dial),
     printed as it is measured (its likeliest items, with their mean rewards)."""
     started = time.time()
@@ -169,7 +172,7 @@ def workflow_menu(config: Config, train_tasks: Sequence[Task], tokenizer, consol
 
 
 def worker_prior(config: Config, train_tasks: Sequence[Task], tokenizer, console: Console,
-                 on_spend: Optional[Callable[[dict[str, float]], None]] = None) -> Prior:
+                 on_spend: Optional[SpendSink] = None) -> Prior:
     """The measured domain prior the examples' workers are drawn by, printed as it is measured."""
     started = time.time()
     prior, mean_rewards = measure_prior(config, train_tasks, tokenizer, seed=config.seed, on_spend=on_spend)

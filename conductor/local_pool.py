@@ -37,10 +37,11 @@ class LocalPool:
 
 
 T = TypeVar("T")
+SpendSink = Callable[[dict[str, float]], None]  # told what an in-process pool spent, by provider
 
 
 def on_local_pool(config: PoolConfig, work: Callable[[LocalPool], Awaitable[T]], *, seed: Optional[int] = None,
-                  on_spend: Optional[Callable[[dict[str, float]], None]] = None) -> T:
+                  on_spend: Optional[SpendSink] = None) -> T:
     """``work`` run to the end against a fresh in-process pool, closed after (the one-off measurements outside
     Ray: the baselines, the warm start's priors). ``on_spend`` is told what the pool spent, by provider, however
     ``work`` ended: a training run's ledger and spend cap count these calls too (cluster/run_spend.py)."""

@@ -23,14 +23,11 @@ from collections.abc import Sequence
 from typing import Optional, Protocol
 
 from conductor.config import Config
-from conductor.evaluation.cost_estimate import CHARS_PER_TOKEN, Pricing
+from conductor.evaluation.cost_estimate import Call, Pricing, billed_calls, question_tokens
 from conductor.judge_config import judge_worker
 from conductor.spend_meter import ByProvider
 from conductor.tasks.task import Task
-from conductor.verifiers import registry as verifiers
 from conductor.worker_prior import prior_tasks
-
-Call = tuple[str, int]  # (worker id, earlier answers it reads)
 
 
 class SetupSpend(Protocol):
@@ -51,11 +48,9 @@ class WorkflowPricer:
 
     def cost(self, task: Task, workflow: Sequence[Call]) -> ByProvider:
         """One fixed workflow on ``task``, and its answer's ``judge.samples`` judge calls where it is judged."""
-        tokens = len(task.prompt) // CHARS_PER_TOKEN
-        judged = self.judge is not None and verifiers.get(task.verifier).by_judge
-        billed = [*workflow, *([(self.judge, 1)] * self.config.judge.samples if judged else [])]
+        tokens = question_tokens(task)
         total: dict[str, float] = defaultdict(float)
-        for worker, earlier in billed:
+        for worker, earlier in billed_calls(task, workflow, self.judge, self.config.judge.samples):
             total[self.provider[worker]] += self.pricing.cost(worker, tokens, earlier, False)
         return total
 

@@ -21,11 +21,14 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from conductor.config import Config
 from conductor.tasks.task import Task
+
+if TYPE_CHECKING:
+    from conductor.local_pool import SpendSink
 
 Prior = dict[str, dict[str, float]]  # domain -> worker id -> weight (each domain's weights sum to 1)
 
@@ -76,7 +79,7 @@ async def measure_mean_rewards(config: Config, tasks: Sequence[Task], tokenizer:
 
 
 def measure_prior(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0,
-                  on_spend: Optional[Callable[[dict[str, float]], None]] = None) -> tuple[Prior, dict]:
+                  on_spend: Optional[SpendSink] = None) -> tuple[Prior, dict]:
     """The prior over an in-process pool (the config's providers and limits), and the mean rewards it
     came from (for the run's log); ``on_spend`` is told what the pool spent."""
     from conductor.local_pool import on_local_pool

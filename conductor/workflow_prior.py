@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from conductor.config import Config
 from conductor.cost_dial import card_of
@@ -40,6 +40,9 @@ from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import worker_tokens
 from conductor.tasks.task import Task
 from conductor.worker_prior import prior_tasks
+
+if TYPE_CHECKING:
+    from conductor.local_pool import SpendSink
 
 MenuItem = tuple[str, ...]                # worker ids by step: (w,) w solves; (a, b) a solves, b checks
 MenuPrior = dict[str, dict[MenuItem, float]]  # domain -> item -> weight (each domain's weights sum to 1)
@@ -123,7 +126,7 @@ async def measure_items(config: Config, tasks: Sequence[Task], items: Sequence[M
 
 
 def measure_menu(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0,
-                 on_spend: Optional[Callable[[dict[str, float]], None]] = None,
+                 on_spend: Optional[SpendSink] = None,
                  ) -> tuple[dict[Setting, MenuPrior], dict[Setting, dict[str, dict[MenuItem, float]]]]:
     """The prior over an in-process pool (the config's providers and limits), and the mean rewards it came
     from (for the run's log): singles first, then the pairs among each domain's best singles. Both by

@@ -74,7 +74,7 @@ def test_one_reading_per_boundary_feeds_the_spend_the_cache_and_the_training_spa
     pool = CountingPool()
     spend = RunSpend(config, RunOutput(str(tmp_path), "run"))
     spend.add({"sim": 0.125}, "warm_start")  # the warm start's measured menu
-    spend.add({"sim": 0.25})  # the baselines
+    spend.add({"sim": 0.25}, "baselines")
     meters = PoolMeters(pool, spend, caching=True, val_questions=6, heldout_questions=6)
     state = TrainState()
     meters.resume_training()

@@ -87,6 +87,16 @@ class Pricing:
         return (prompt * (spec.price_in_per_m or 0.0) + answer * (spec.price_out_per_m or 0.0)) / 1e6
 
 
+def billed_calls(task: Task, shape: Sequence[Call], judge: Optional[str], samples: int) -> list[Call]:
+    """``shape``'s calls on ``task``, then ``samples`` judge calls on its answer where ``task`` is judged."""
+    judged = judge is not None and verifiers.get(task.verifier).by_judge
+    return [*shape, *([(judge, 1)] * samples if judged else [])]
+
+
+def question_tokens(task: Task) -> int:
+    return len(task.prompt) // CHARS_PER_TOKEN
+
+
 def estimate(config: Config, methods: Sequence[str], tasks: Sequence[Task], train: Sequence[Task] = ()) -> CostEstimate:
     """The evaluation of ``methods`` (built rows' names) over ``tasks``, ``evaluate.repeats`` times. A trained
     router asks one worker per scored question, and every worker once on each train question (its table)."""
@@ -103,9 +113,7 @@ def estimate(config: Config, methods: Sequence[str], tasks: Sequence[Task], trai
             name, pricing.roster, config)) for task in tasks]
         scored += [(task, 1, every_worker) for task in (train if trained else ())]
         for task, times, shape in scored:
-            tokens = len(task.prompt) // CHARS_PER_TOKEN
-            judged = judge is not None and verifiers.get(task.verifier).by_judge
-            billed = [*shape, *([(judge, 1)] * config.judge.samples if judged else [])]
+            tokens, billed = question_tokens(task), billed_calls(task, shape, judge, config.judge.samples)
             expected += times * sum(pricing.cost(w, tokens, earlier, False) for w, earlier in billed)
             high += times * sum(pricing.cost(w, tokens, earlier, True) for w, earlier in billed)
             calls += times * len(billed)
