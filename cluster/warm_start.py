@@ -99,7 +99,7 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     plans = example_plans(config.sft.plan, config.sft.plan_words, [task.prompt for task in tasks], settings,
                           kinds=[task.domain for task in tasks])
     recursive = None
-    if config.sft.recursive_share > 0:
+    if config.sft.recursive_share > 0 or config.sft.recursive_steps:
         rng = random.Random(f"recursive-examples:{config.seed}")
         previous = [example_text(config.sft.shapes, len(roster), rng, None if weights is None else weights[i],
                                  None if menus is None else menus[i], plans[i] if plans else "")

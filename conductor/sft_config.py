@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
@@ -50,6 +50,11 @@ class SftConfig(Section):
     recursive_share: float = Field(default=0.0, ge=0, le=1, description="the share of examples that answer the "
                                    "recursive round's prompt (conductor/recursive_examples.py): a root example as "
                                    "the previous plan, a stand-in final response, then an accept or a workflow")
+    recursive_steps: int = Field(default=0, ge=0, description="then this many steps on recursive examples "
+                                 "alone (target tokens, fresh optimizer and schedule), after the root's phases, "
+                                 "which then draw and train exactly as without the round")
+    recursive_lr: Optional[float] = Field(default=None, gt=0, description="the recursive phase's peak learning rate "
+                                          "(default: lr); lower leaves the root's reading as it was")
     recursive_accept: float = Field(default=0.5, ge=0, le=1, description="of the recursive examples, the share "
                                     "whose target accepts (three empty lists); the rest write a workflow drawn as "
                                     "the root's are. Whatever the stand-in's correctness: GRPO learns when")

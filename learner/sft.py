@@ -24,7 +24,11 @@ steps; with it, 0.98-1.00 (docs/experiments.md, "the toy learns on every seed").
 
 With ``recursive_prompts`` (``sft.recursive_share``, conductor/recursive_examples.py) that share of the
 examples answer the recursive round's prompt of the same question instead: three empty lists (accept) or a
-workflow, drawn as ``sft.recursive_accept`` says, after the same plan line.
+workflow, drawn as ``sft.recursive_accept`` says, after the same plan line. ``sft.recursive_steps`` instead
+adds a last phase on those examples alone (target tokens, a fresh optimizer and schedule, peak lr
+``sft.recursive_lr``), so the root's phases draw and train exactly as a run without the round. Mixed in, or in
+a last phase at the root's lr, the round changed how the root read a question type nothing trained on; at a
+tenth of it, it did not (docs/experiments.md, "a recursive phase that leaves the root as it was").
 
 ``target_only_steps`` > 0 adds a second phase on the target tokens alone (a fresh optimizer and schedule,
 the same examples' seed): the prompt phase gives the question features, this one the format's
@@ -67,19 +71,25 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
     (conductor/workflow_prior.py) instead of shapes and workers (an empty menu, a roster that shows none of
     its workers: the shapes and uniform workers). ``plans``, one per prompt, is written before each of that
     prompt's example workflows (``sft.plan``). ``recursive_prompts``, one per prompt, is that question's
-    recursive-round prompt, drawn for ``sft.recursive_share`` of the examples."""
+    recursive-round prompt, drawn for ``sft.recursive_share`` of the examples and for every example of the
+    ``sft.recursive_steps`` phase."""
     for name, rows in (("rows of worker weights", worker_weights), ("menus", menus), ("plans", plans),
                        ("recursive prompts", recursive_prompts)):
         if rows is not None and len(rows) != len(prompts):
             raise ValueError(f"{len(rows)} {name} for {len(prompts)} prompts")
     if worker_weights is not None and menus is not None:
         raise ValueError("worker weights and menus are two ways to draw the examples: give one")
-    if settings.recursive_share > 0 and recursive_prompts is None:
-        raise ValueError("sft.recursive_share > 0 needs the recursive-round prompts")
+    if (settings.recursive_share > 0 or settings.recursive_steps) and recursive_prompts is None:
+        raise ValueError("sft.recursive_share > 0 or sft.recursive_steps > 0 needs the recursive-round prompts")
     examples = _Examples(prompts, worker_weights, menus, num_workers, settings, plans, recursive_prompts)
     losses = _phase(model, tokenizer, examples, settings, settings.steps, settings.prompt_loss, seed, on_step)
     if settings.target_only_steps:
         losses += _phase(model, tokenizer, examples, settings, settings.target_only_steps, False, seed, on_step)
+    if settings.recursive_steps:
+        lr = settings.recursive_lr or settings.lr
+        recursive_only = settings.model_copy(update={"recursive_share": 1.0, "lr": lr})
+        examples = _Examples(prompts, worker_weights, menus, num_workers, recursive_only, plans, recursive_prompts)
+        losses += _phase(model, tokenizer, examples, recursive_only, settings.recursive_steps, False, seed + 1, on_step)
     return losses
 
 

@@ -3,6 +3,7 @@ targets alone, which is exactly a target-only warm start of its own (fresh optim
 
 import copy
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -170,3 +171,23 @@ def test_plans_come_before_each_prompts_example_workflows(tmp_path):
     assert workers == {0, 1, 2}
     with pytest.raises(ValueError, match="2 plans for 4 prompts"):
         sft_warm_start(model, tokenizer, prompts, 3, SftConfig(steps=1), plans=plans[:2])
+
+
+def test_the_recursive_phase_comes_after_a_root_warm_start_left_as_it_was(tmp_path):
+    """``sft.recursive_steps``: the root's phases draw and train exactly as without the round, then a last
+    phase trains on the recursive prompts alone."""
+    model, tokenizer, prompts = tiny(tmp_path)
+    recursive_prompts = [prompt + chat_ids(tokenizer, [{"role": "user", "content": "Accept?"}]) for prompt in prompts]
+    config = SftConfig(batch_size=2, warmup_steps=1, shapes={"solve": 1.0, "verify": 1.0}, steps=2,
+                       target_only_steps=1, recursive_steps=2)
+    with_round = copy.deepcopy(model)
+    losses = sft_warm_start(with_round, tokenizer, prompts, 3, config, seed=7, recursive_prompts=recursive_prompts)
+    root, root_losses = train(model, tokenizer, prompts, steps=2, target_only_steps=1)
+    assert len(losses) == 5 and losses[:3] == root_losses
+    assert not same_weights(with_round, root)
+    with pytest.raises(ValueError, match="needs the recursive-round prompts"):
+        sft_warm_start(copy.deepcopy(model), tokenizer, prompts, 3, config, seed=7)
+    gentler = copy.deepcopy(model)
+    slow_losses = sft_warm_start(gentler, tokenizer, prompts, 3, config.model_copy(update={"recursive_lr": 1e-5}),
+                                 seed=7, recursive_prompts=recursive_prompts)
+    assert slow_losses[:4] == losses[:4] and slow_losses[4] != losses[4]  # the phase's second step, at its own lr
