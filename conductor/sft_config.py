@@ -53,6 +53,10 @@ class SftConfig(Section):
     recursive_steps: int = Field(default=0, ge=0, description="then this many steps on recursive examples "
                                  "alone (target tokens, fresh optimizer and schedule), after the root's phases, "
                                  "which then draw and train exactly as without the round")
+    recursive_phase_share: float = Field(default=1.0, gt=0, le=1, description="of the recursive phase's examples, "
+                                         "the share that answer the recursive prompt; the rest replay the root's, "
+                                         "so what the phase teaches stays tied to the recursive prompt (alone, an "
+                                         "accept-only phase taught the root to accept at T = 1)")
     recursive_lr: Optional[float] = Field(default=None, gt=0, description="the recursive phase's peak learning rate "
                                           "(default: lr); lower leaves the root's reading as it was")
     recursive_accept: float = Field(default=0.5, ge=0, le=1, description="of the recursive examples, the share "

@@ -25,10 +25,13 @@ steps; with it, 0.98-1.00 (docs/experiments.md, "the toy learns on every seed").
 With ``recursive_prompts`` (``sft.recursive_share``, conductor/recursive_examples.py) that share of the
 examples answer the recursive round's prompt of the same question instead: three empty lists (accept) or a
 workflow, drawn as ``sft.recursive_accept`` says, after the same plan line. ``sft.recursive_steps`` instead
-adds a last phase on those examples alone (target tokens, a fresh optimizer and schedule, peak lr
-``sft.recursive_lr``), so the root's phases draw and train exactly as a run without the round. Mixed in, or in
-a last phase at the root's lr, the round changed how the root read a question type nothing trained on; at a
-tenth of it, it did not (docs/experiments.md, "a recursive phase that leaves the root as it was").
+adds a last phase on those examples (target tokens, a fresh optimizer and schedule, peak lr
+``sft.recursive_lr``), so the root's phases draw and train exactly as a run without the round; with
+``sft.recursive_phase_share`` < 1 the rest of that phase's examples replay the root's. The recursive prompt
+holds the root's as its prefix, so a phase on recursive examples alone teaches the root too: accept-only
+targets made every T = 1 root sample accept (docs/experiments.md, "the recursive round taught to accept").
+Mixed in, or in a last phase at the root's lr, the round changed how the root read a question type nothing
+trained on; at a tenth of it, it did not (docs/experiments.md, "a recursive phase that leaves the root as it was").
 
 ``target_only_steps`` > 0 adds a second phase on the target tokens alone (a fresh optimizer and schedule,
 the same examples' seed): the prompt phase gives the question features, this one the format's
@@ -87,7 +90,7 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
         losses += _phase(model, tokenizer, examples, settings, settings.target_only_steps, False, seed, on_step)
     if settings.recursive_steps:
         lr = settings.recursive_lr or settings.lr
-        recursive_only = settings.model_copy(update={"recursive_share": 1.0, "lr": lr})
+        recursive_only = settings.model_copy(update={"recursive_share": settings.recursive_phase_share, "lr": lr})
         examples = _Examples(prompts, worker_weights, menus, num_workers, recursive_only, plans, recursive_prompts)
         losses += _phase(model, tokenizer, examples, recursive_only, settings.recursive_steps, False, seed + 1, on_step)
     return losses

@@ -191,3 +191,27 @@ def test_the_recursive_phase_comes_after_a_root_warm_start_left_as_it_was(tmp_pa
     slow_losses = sft_warm_start(gentler, tokenizer, prompts, 3, config.model_copy(update={"recursive_lr": 1e-5}),
                                  seed=7, recursive_prompts=recursive_prompts)
     assert slow_losses[:4] == losses[:4] and slow_losses[4] != losses[4]  # the phase's second step, at its own lr
+    replayed = copy.deepcopy(model)
+    replay = config.model_copy(update={"recursive_phase_share": 0.5})
+    replay_losses = sft_warm_start(replayed, tokenizer, prompts, 3, replay, seed=7, recursive_prompts=recursive_prompts)
+    assert replay_losses[:3] == losses[:3] and replay_losses[3:] != losses[3:]  # root examples drawn into the phase
+
+
+def test_the_recursive_phase_draws_root_examples_at_its_share(tmp_path, monkeypatch):
+    """``sft.recursive_phase_share``: the root's phases draw no recursive example; the last phase draws that
+    share of them, and root examples for the rest."""
+    from learner import sft
+
+    model, tokenizer, prompts = tiny(tmp_path)
+    recursive_prompts = [prompt + chat_ids(tokenizer, [{"role": "user", "content": "Accept?"}]) for prompt in prompts]
+    drawn = []
+    original = sft._Examples.prompt_ids
+    monkeypatch.setattr(sft._Examples, "prompt_ids",
+                        lambda self, index, recursive: drawn.append(recursive) or original(self, index, recursive))
+    config = SftConfig(batch_size=8, warmup_steps=1, steps=2, recursive_steps=10, recursive_phase_share=0.5)
+    sft_warm_start(model, tokenizer, prompts, 3, config, seed=3, recursive_prompts=recursive_prompts)
+    root_phase, last_phase = drawn[:16], drawn[16:]
+    assert not any(root_phase) and len(last_phase) == 80
+    assert 20 < sum(last_phase) < 60
+    with pytest.raises(ValueError):
+        SftConfig(recursive_phase_share=0)
