@@ -36,10 +36,11 @@ eval: $(STAMP)
 	$(PY) -m cluster.evaluate --config configs/eval-paper7.yaml $(if $(ARGS),$(ARGS),)
 
 # docs/results/paper7.{md,json} (+ PNGs in docs/results/paper7/): three Conductors on paper-7 scored against every
-# baseline on the held-out split (~90 min here: two runs of ~16 min and one of ~45, skipped when results-paper7-rl
+# baseline on the held-out split (~2 h here: runs of ~40, ~16 and ~45 min, skipped when results-paper7-rl
 # has trained it; the baselines are evaluated once, ~10 min, into runs/eval-paper7-baselines and reused):
 #   conductor       configs/train-paper7.yaml: workers alone and solve-then-check pairs measured per domain, SFT on
-#                   them, GRPO under a 2,400-token budget; the most accurate validation within 2,100 tokens
+#                   them, GRPO under a 2,400-token budget; the most accurate validation within 2,100 tokens; its
+#                   recursive round taught to accept (PAPER7_ROUND below)
 #   conductor_cost  the same with $ priced (lambda 10 per $), kept by validation reward: a point further down the
 #                   accuracy-cost frontier
 #   conductor_rl    GRPO alone from a warm start that measures nothing (PAPER7_RL below, SEED=0): what RL reaches
@@ -50,9 +51,16 @@ PAPER7_BASELINES = test -f runs/eval-paper7-baselines/outcomes.parquet || $(PY) 
 	--config configs/train-paper7.yaml --set "evaluate.methods=[$(BASELINES)]" --set run_name=eval-paper7-baselines
 UNSEEN_BASELINES_ONCE = test -f runs/eval-unseen-baselines/outcomes.parquet || $(PY) -m cluster.evaluate $(UNSEEN) \
 	--set "evaluate.methods=[$(UNSEEN_BASELINES)]" --set run_name=eval-unseen-baselines
+# The main run's recursive round (issue 36, scope 4): after the root's phases, a last warm-start phase of 150 steps
+# at a third of the root's lr teaches the recursive turn to accept (three empty lists), half its examples replaying
+# the root's so that the root keeps writing workflows and reads questions as it did; GRPO gives half the samples a
+# round and weighs the root's advantage by 0.25 (the paper's discount). docs/experiments.md, "the recursive round
+# taught to accept".
+PAPER7_ROUND := --set sft.recursive_steps=150 --set sft.recursive_lr=1e-3 --set sft.recursive_accept=1.0 \
+	--set sft.recursive_phase_share=0.5 --set rollout.recursive_fraction=0.5 --set learner.first_round_weight=0.25
 results-paper7: $(STAMP)
 	@mkdir -p $(TMPDIR)
-	$(PY) -m cluster.train --config configs/train-paper7.yaml
+	$(PY) -m cluster.train --config configs/train-paper7.yaml $(PAPER7_ROUND)
 	$(PY) -m cluster.train --config configs/train-paper7.yaml --set run_name=train-paper7-cost \
 		--set reward.cost_penalty_per_usd=10 --set train.best_by=reward
 	test -f runs/train-paper7-rl-s$(SEED)/policy/config.json || $(PY) -m cluster.train $(PAPER7_RL) \
@@ -137,7 +145,7 @@ UNSEEN_BASELINES := single,oracle,moa,router_dc,masrouter,rllib_router
 UNSEEN_TABLE := --set evaluate.domain_table=runs/train-paper7/sft/workflow_prior.json
 results-unseen: $(STAMP)
 	@mkdir -p $(TMPDIR)
-	test -d runs/train-paper7/policy || $(PY) -m cluster.train --config configs/train-paper7.yaml
+	test -d runs/train-paper7/policy || $(PY) -m cluster.train --config configs/train-paper7.yaml $(PAPER7_ROUND)
 	$(UNSEEN_BASELINES_ONCE)
 	$(PY) -m cluster.evaluate $(UNSEEN) $(UNSEEN_TABLE) --set evaluate.policy=runs/train-paper7/policy \
 		--set "evaluate.methods=[conductor,conductor_recursive,oracle,domain_table]" \
