@@ -51,8 +51,8 @@ class SftConfig(Section):
                                    "recursive round's prompt (conductor/recursive_examples.py): a root example as "
                                    "the previous plan, a stand-in final response, then an accept or a workflow")
     recursive_steps: int = Field(default=0, ge=0, description="then this many steps on recursive examples "
-                                 "alone (target tokens, fresh optimizer and schedule), after the root's phases, "
-                                 "which then draw and train exactly as without the round")
+                                 "(recursive_phase_share of them; target tokens, fresh optimizer and schedule), "
+                                 "after the root's phases, which then draw and train exactly as without the round")
     recursive_phase_share: float = Field(default=1.0, gt=0, le=1, description="of the recursive phase's examples, "
                                          "the share that answer the recursive prompt; the rest replay the root's, "
                                          "so what the phase teaches stays tied to the recursive prompt (alone, an "
@@ -76,6 +76,8 @@ class SftConfig(Section):
         if self.worker_prior == "workflow_reward" and beyond_menu:
             raise ValueError("sft.worker_prior workflow_reward measures solve and verify workflows only; "
                              f"sft.shapes also weighs {', '.join(sorted(beyond_menu))}")
+        if self.recursive_phase_share < 1 and not self.recursive_steps:
+            raise ValueError("sft.recursive_phase_share shapes the recursive phase: set sft.recursive_steps > 0")
         shared = self.targets_per_prompt > 1
         if shared and (self.prompt_loss and self.steps or self.batch_size % self.targets_per_prompt):
             raise ValueError("sft.targets_per_prompt > 1 trains on target tokens alone: set sft.prompt_loss false "

@@ -90,9 +90,9 @@ def sft_warm_start(model: torch.nn.Module, tokenizer, prompts: Sequence[list[int
         losses += _phase(model, tokenizer, examples, settings, settings.target_only_steps, False, seed, on_step)
     if settings.recursive_steps:
         lr = settings.recursive_lr or settings.lr
-        recursive_only = settings.model_copy(update={"recursive_share": settings.recursive_phase_share, "lr": lr})
-        examples = _Examples(prompts, worker_weights, menus, num_workers, recursive_only, plans, recursive_prompts)
-        losses += _phase(model, tokenizer, examples, recursive_only, settings.recursive_steps, False, seed + 1, on_step)
+        phase = settings.model_copy(update={"recursive_share": settings.recursive_phase_share, "lr": lr})
+        examples = _Examples(prompts, worker_weights, menus, num_workers, phase, plans, recursive_prompts)
+        losses += _phase(model, tokenizer, examples, phase, settings.recursive_steps, False, seed + 1, on_step)
     return losses
 
 

@@ -215,3 +215,5 @@ def test_the_recursive_phase_draws_root_examples_at_its_share(tmp_path, monkeypa
     assert 20 < sum(last_phase) < 60
     with pytest.raises(ValueError):
         SftConfig(recursive_phase_share=0)
+    with pytest.raises(ValueError, match="set sft.recursive_steps"):
+        SftConfig(recursive_phase_share=0.5)
