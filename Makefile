@@ -36,7 +36,7 @@ eval: $(STAMP)
 	$(PY) -m cluster.evaluate --config configs/eval-paper7.yaml $(if $(ARGS),$(ARGS),)
 
 # docs/results/paper7.{md,json} (+ PNGs in docs/results/paper7/): three Conductors on paper-7 scored against every
-# baseline on the held-out split (~2 h here: runs of ~40, ~16 and ~45 min, skipped when results-paper7-rl
+# baseline on the held-out split (~2 h here: runs of ~40, ~20 and ~45 min, skipped when results-paper7-rl
 # has trained it; the baselines are evaluated once, ~10 min, into runs/eval-paper7-baselines and reused):
 #   conductor       configs/train-paper7.yaml: workers alone and solve-then-check pairs measured per domain, SFT on
 #                   them, GRPO under a 2,400-token budget; the most accurate validation within 2,100 tokens; its
@@ -139,7 +139,7 @@ results-smollm2: $(STAMP)
 # nothing trained on (AIME-, GPQA- and BigCodeBench-like, conductor/simulator/unseen.py: 1,236 questions), against
 # each worker alone, MoA, the routers (trained on the same train split) and the per-domain table (the run's measured
 # menu, its best fallback on a type it has no row for: an optimistic upper bound). Trains the run only if it is
-# missing (~16 min idle); then the baselines once into runs/eval-unseen-baselines (~15-25 min), then the Conductor.
+# missing (~40 min); then the baselines once into runs/eval-unseen-baselines (~7-25 min), then the Conductor.
 UNSEEN := --config configs/train-paper7.yaml --set evaluate.split=unseen
 UNSEEN_BASELINES := single,oracle,moa,router_dc,masrouter,rllib_router
 UNSEEN_TABLE := --set evaluate.domain_table=runs/train-paper7/sft/workflow_prior.json
