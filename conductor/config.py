@@ -220,6 +220,11 @@ class LearnerConfig(Section):
         default="all", description="which worker-naming tokens worker_id_kl_coef holds: every entry of the "
         "model_id list, or the first (the worker that answers first) alone, leaving whom to ask to check or "
         "build on it free to move")
+    later_worker_kl_coef: Optional[float] = Field(
+        default=None, ge=0, description="the KL term's coefficient on the tokens that name the workers after the "
+        "first (who check or build on its answer) in place of kl_coef; null: kl_coef. 0 frees whom to ask to "
+        "check while the shapes, the format and (with worker_id_kl_coef) the first worker stay held "
+        "(conductor/worker_choice_tokens.py)")
     train_plan_line: bool = Field(
         default=True, description="false: a plan line (sft.plan: the tokens before the first model_id, and the "
         "one that starts it) carries no loss, so the reward cannot rewrite or skip the kind the policy reads "

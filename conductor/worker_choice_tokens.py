@@ -10,6 +10,8 @@ holds that choice open, but on every token it also holds the subtasks and the fo
 ``learner.worker_id_kl_coef`` puts the term on these tokens only; ``learner.worker_id_kl_scope: first`` on the
 first worker's alone, because a check's worth depends on who checks, and a checker held near the warm start's
 uniform draw made every check look like a wash on paper-7 (docs/experiments.md, "#paper7-rl-checks").
+``learner.later_worker_kl_coef`` sets the all-token KL term's coefficient on the later workers' tokens
+(``later_worker_positions``): the shapes and the format stay held while whom to ask to check moves.
 
 The positions are found in the text, as the workflow parser reads it: the digits inside the *last*
 ``model_id = [...]`` of the completion (conductor/workflow.py reads each list from its last assignment).
@@ -44,6 +46,14 @@ def worker_choice_positions(token_texts: Sequence[str], first_only: bool = False
             positions.append(index)
         offset += len(piece)
     return tuple(positions)
+
+
+def later_worker_positions(token_texts: Sequence[str]) -> tuple[int, ...]:
+    """The tokens that name the workers after the first (who check or build on its answer): the digits of the
+    last ``model_id`` list past its first entry. A token that also writes a digit of the first entry is the
+    first worker's."""
+    first = set(worker_choice_positions(token_texts, first_only=True))
+    return tuple(index for index in worker_choice_positions(token_texts) if index not in first)
 
 
 def plan_line_positions(token_texts: Sequence[str]) -> tuple[int, ...]:
@@ -82,6 +92,9 @@ class TokenTexts:
 
     def choice_positions(self, token_ids: Sequence[int], first_only: bool = False) -> tuple[int, ...]:
         return worker_choice_positions(self(token_ids), first_only)
+
+    def later_positions(self, token_ids: Sequence[int]) -> tuple[int, ...]:
+        return later_worker_positions(self(token_ids))
 
     def plan_positions(self, token_ids: Sequence[int]) -> tuple[int, ...]:
         return plan_line_positions(self(token_ids))

@@ -15,7 +15,7 @@ workflows, as the reward says.
 
 Loss per completion token t of sample i, with ratio_t = exp(logp_t - old_logp_t):
 
-    l_t = -min(ratio_t * A_i, clip(ratio_t, 1 - eps_low, 1 + eps_high) * A_i) * w_t  +  (beta + beta_id * c_t) * kl_t
+    l_t = -min(ratio_t * A_i, clip(ratio_t, 1 - eps_low, 1 + eps_high) * A_i) * w_t  +  (beta_t + beta_id * c_t) * kl_t
     w_t = min(exp(old_logp_t - behaviour_logp_t), tis_cap)      (truncated importance correction for the
                                                                  engine/learner mismatch; 1 when off)
     kl_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1            (k3 estimator; only when beta or beta_id > 0)
@@ -23,6 +23,8 @@ Loss per completion token t of sample i, with ratio_t = exp(logp_t - old_logp_t)
                                                                  holds whom to ask open, not the subtasks;
                                                                  learner.worker_id_kl_scope: every worker, or
                                                                  the first alone)
+    beta_t = beta_later on the tokens that name a worker after the first (learner.later_worker_kl_coef, where
+             set: who checks or builds on the first answer), else beta
 
 Aggregation: "token" averages l_t over every completion token of the batch (long completions weigh
 more); "sequence" averages within each completion, then over completions. A batch split into
@@ -45,6 +47,7 @@ class GrpoSettings:
     eps_high: float = 0.2
     kl_coef: float = 0.0
     worker_id_kl_coef: float = 0.0
+    later_worker_kl_coef: Optional[float] = None  # None: kl_coef on those tokens too
     aggregation: Literal["token", "sequence"] = "token"
     tis_cap: Optional[float] = None  # None: no importance correction
     adv_eps: float = 1e-6
@@ -68,10 +71,11 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
                 behaviour_logprobs: Optional[torch.Tensor] = None,
                 ref_logprobs: Optional[torch.Tensor] = None,
                 normaliser: Optional[float] = None,
-                worker_choice_mask: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """Shapes: [batch, tokens] for the log-prob tensors, ``mask`` (1 on completion tokens) and
-    ``worker_choice_mask``, [batch] for ``advantages``. Returns the scalar loss and diagnostics (clip
-    fraction, mean ratio, KL over completion tokens, KL over the tokens that name a worker)."""
+                worker_choice_mask: Optional[torch.Tensor] = None,
+                later_worker_mask: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Shapes: [batch, tokens] for the log-prob tensors, ``mask`` (1 on completion tokens),
+    ``worker_choice_mask`` and ``later_worker_mask``, [batch] for ``advantages``. Returns the scalar loss and
+    diagnostics (clip fraction, mean ratio, KL over completion tokens, KL over the tokens that name a worker)."""
     mask = mask.to(logprobs.dtype)
     ratio = torch.exp(logprobs - old_logprobs)
     adv = advantages.to(logprobs.dtype).unsqueeze(-1)
@@ -82,12 +86,18 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         weight = torch.clamp(torch.exp(old_logprobs - behaviour_logprobs), max=settings.tis_cap).detach()
         per_token = per_token * weight
     kl_mean, worker_id_kl = 0.0, 0.0
-    if settings.kl_coef > 0 or settings.worker_id_kl_coef > 0:
+    if settings.kl_coef > 0 or settings.worker_id_kl_coef > 0 or (settings.later_worker_kl_coef or 0) > 0:
         if ref_logprobs is None:
-            raise ValueError("a KL term (kl_coef or worker_id_kl_coef > 0) needs reference logprobs")
+            raise ValueError("a KL term (kl_coef, worker_id_kl_coef or later_worker_kl_coef > 0) needs "
+                             "reference logprobs")
         log_ratio = ref_logprobs - logprobs
         kl = torch.exp(log_ratio) - log_ratio - 1.0
         coefficient = torch.full_like(kl, settings.kl_coef)
+        if settings.later_worker_kl_coef is not None:
+            if later_worker_mask is None:
+                raise ValueError("later_worker_kl_coef needs the later-worker mask")
+            later = later_worker_mask.to(kl.dtype)
+            coefficient = coefficient + (settings.later_worker_kl_coef - settings.kl_coef) * later
         if settings.worker_id_kl_coef > 0:
             if worker_choice_mask is None:
                 raise ValueError("worker_id_kl_coef > 0 needs the worker-choice mask")

@@ -35,6 +35,7 @@ class SharedPromptBatch:
     behaviour_logprobs: torch.Tensor  # [B, C] float, 0 outside the mask
     advantages: torch.Tensor          # [B] float
     worker_choice_mask: torch.Tensor  # [B, C] float: 1 on tokens that name a worker
+    later_worker_mask: torch.Tensor   # [B, C] float: 1 on tokens that name a worker after the first
 
 
 def collate_shared(sequences: Sequence[TrainSequence], pad_id: int) -> SharedPromptBatch:
@@ -52,19 +53,21 @@ def collate_shared(sequences: Sequence[TrainSequence], pad_id: int) -> SharedPro
     completion_mask = torch.zeros((len(sequences), width), dtype=torch.float32)
     behaviour = torch.zeros((len(sequences), width), dtype=torch.float32)
     choice = torch.zeros((len(sequences), width), dtype=torch.float32)
+    later = torch.zeros((len(sequences), width), dtype=torch.float32)
     for row, s in enumerate(sequences):
         length = len(s.completion_ids)
         completion_ids[row, :length] = torch.tensor(s.completion_ids)
         completion_mask[row, :length] = 1.0
         behaviour[row, :length] = torch.tensor(s.behaviour_logprobs)
         choice[row, list(s.worker_choice)] = 1.0
+        later[row, list(s.later_workers)] = 1.0
         completion_mask[row, list(s.untrained)] = 0.0
     return SharedPromptBatch(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
                              row_prompt=torch.tensor(row_prompt, dtype=torch.long),
                              completion_ids=completion_ids, completion_mask=completion_mask,
                              behaviour_logprobs=behaviour,
                              advantages=torch.tensor([s.advantage for s in sequences], dtype=torch.float32),
-                             worker_choice_mask=choice)
+                             worker_choice_mask=choice, later_worker_mask=later)
 
 
 def shared_prompt_logprobs(module, batch: SharedPromptBatch) -> torch.Tensor:

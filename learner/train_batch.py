@@ -34,6 +34,7 @@ class TrainSequence:
     advantage: float
     worker_choice: tuple[int, ...] = ()  # completion positions that name a worker (worker_id_kl_coef)
     untrained: tuple[int, ...] = ()  # completion positions kept out of the loss (train_plan_line false)
+    later_workers: tuple[int, ...] = ()  # positions that name a worker after the first (later_worker_kl_coef)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class MicroBatch:
     behaviour_logprobs: torch.Tensor  # [B, T - 1] float, 0 outside the mask
     advantages: torch.Tensor         # [B] float
     worker_choice_mask: torch.Tensor  # [B, T - 1] float: 1 where the scored token names a worker
+    later_worker_mask: torch.Tensor  # [B, T - 1] float: 1 where it names a worker after the first
 
 
 def scored_groups(records: Iterable[RolloutRecord]) -> dict[str, list[RolloutRecord]]:
@@ -216,6 +218,7 @@ def collate(sequences: Sequence[TrainSequence], pad_id: int) -> MicroBatch:
     mask = torch.zeros((rows, width - 1), dtype=torch.float32)
     behaviour = torch.zeros((rows, width - 1), dtype=torch.float32)
     choice = torch.zeros((rows, width - 1), dtype=torch.float32)
+    later = torch.zeros((rows, width - 1), dtype=torch.float32)
     for row, s in enumerate(sequences):
         prompt, completion = len(s.prompt_ids), len(s.completion_ids)
         input_ids[row, :prompt + completion] = torch.tensor(s.prompt_ids + s.completion_ids)
@@ -224,10 +227,12 @@ def collate(sequences: Sequence[TrainSequence], pad_id: int) -> MicroBatch:
         behaviour[row, prompt - 1:prompt - 1 + completion] = torch.tensor(s.behaviour_logprobs)
         for position in s.worker_choice:
             choice[row, prompt - 1 + position] = 1.0
+        for position in s.later_workers:
+            later[row, prompt - 1 + position] = 1.0
         for position in s.untrained:
             mask[row, prompt - 1 + position] = 0.0
     advantages = torch.tensor([s.advantage for s in sequences], dtype=torch.float32)
-    return MicroBatch(input_ids, attention, mask, behaviour, advantages, choice)
+    return MicroBatch(input_ids, attention, mask, behaviour, advantages, choice, later)
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:

@@ -123,16 +123,17 @@ class ZeroRank:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
         self.reference = None
         self.token_texts = None
-        if config.worker_id_kl_coef > 0 or not config.train_plan_line:
+        if config.worker_id_kl_coef > 0 or not config.train_plan_line or config.later_worker_kl_coef is not None:
             from transformers import AutoTokenizer
 
             self.token_texts = TokenTexts(AutoTokenizer.from_pretrained(model_path))
-        if config.kl_coef > 0 or config.worker_id_kl_coef > 0:
+        if config.kl_coef > 0 or config.worker_id_kl_coef > 0 or (config.later_worker_kl_coef or 0) > 0:
             self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
             self.reference = self.reference.to(self.engine.device).eval()
             self.reference.requires_grad_(False)
         self.settings = GrpoSettings(eps_low=config.eps_low, eps_high=config.eps_high, kl_coef=config.kl_coef,
                                      worker_id_kl_coef=config.worker_id_kl_coef,
+                                     later_worker_kl_coef=config.later_worker_kl_coef,
                                      aggregation=config.aggregation,
                                      tis_cap=config.resolved(asynchronous=False).tis_cap)
         self.steps_done = 0
@@ -146,8 +147,10 @@ class ZeroRank:
         if self.token_texts is not None:
             texts, keep_plan = self.token_texts, self.config.train_plan_line
             first_only = self.config.worker_id_kl_scope == "first"
+            later = self.config.later_worker_kl_coef is not None
             sequences = [dataclasses.replace(s, worker_choice=texts.choice_positions(s.completion_ids, first_only),
-                                             untrained=() if keep_plan else texts.plan_positions(s.completion_ids))
+                                             untrained=() if keep_plan else texts.plan_positions(s.completion_ids),
+                                             later_workers=texts.later_positions(s.completion_ids) if later else ())
                          for s in sequences]
         batch = collate_shared(sequences, self.pad_id) if self.shared_prompt else collate(sequences, self.pad_id)
         for item in dataclasses.fields(batch):
@@ -193,7 +196,8 @@ class ZeroRank:
                     loss, stats = policy_loss(logprobs, old_logprobs, batch.advantages, batch.completion_mask,
                                               self.settings, behaviour_logprobs=batch.behaviour_logprobs,
                                               ref_logprobs=ref, normaliser=max(normalisers[m], 1.0) / self.world_size,
-                                              worker_choice_mask=batch.worker_choice_mask)
+                                              worker_choice_mask=batch.worker_choice_mask,
+                                              later_worker_mask=batch.later_worker_mask)
                 with Timer("backward", timings):
                     self.engine.backward(loss, scale_wrt_gas=False)
                 with Timer("optimizer", timings):

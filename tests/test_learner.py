@@ -193,3 +193,20 @@ def test_a_plan_line_kept_out_of_the_loss_changes_what_the_step_trains_on(ray_lo
     trained, _ = two_steps(policy, workflows)
     untrained, _ = two_steps(policy, workflows, train_plan_line=False)
     assert untrained.grad_norm != pytest.approx(trained.grad_norm, rel=1e-3)  # the same batch, fewer tokens trained
+
+
+def test_the_later_workers_kl_coefficient_reaches_the_step(ray_local, policy):
+    """learner.later_worker_kl_coef: the learner finds the checker's digits itself and weighs their KL apart."""
+    from transformers import AutoTokenizer
+
+    completion = AutoTokenizer.from_pretrained(policy)(
+        'model_id = [1, 0]\nsubtasks = ["x", "y"]\naccess_list = [[], ["all"]]', add_special_tokens=False)["input_ids"]
+
+    def workflows(version):
+        return [dataclasses.replace(r, completion_token_ids=completion, completion_logprobs=[-1.0] * len(completion))
+                for r in batch(version)]
+
+    _, held = two_steps(policy, workflows, kl_coef=0.5)
+    _, freed = two_steps(policy, workflows, kl_coef=0.5, later_worker_kl_coef=0.0)
+    assert held.kl > 1e-6 and freed.kl > 1e-6
+    assert freed.grad_norm != pytest.approx(held.grad_norm, rel=1e-4)  # the checker's KL gradient is gone

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from conductor.worker_choice_tokens import TokenTexts, worker_choice_positions
+from conductor.worker_choice_tokens import TokenTexts, later_worker_positions, worker_choice_positions
 from learner.grpo import GrpoSettings, policy_loss
 from learner.shared_prompt import collate_shared
 from learner.tiny_policy import build_tiny_policy
@@ -27,6 +27,15 @@ def test_the_first_scope_names_the_first_entry_alone():
     assert worker_choice_positions(pieces, first_only=True) == (2,)
     assert worker_choice_positions(["model_id = [", "4", "]"], first_only=True) == (1,)
     assert worker_choice_positions(["model_id = [3", ", 4]"], first_only=True) == (0,)
+
+
+def test_the_later_workers_are_every_entry_past_the_first():
+    pieces = ["model_id", " = [", "1", ", ", "12", ", ", "3", "]"]
+    assert later_worker_positions(pieces) == (4, 6)
+    assert later_worker_positions(["model_id = [", "4", "]"]) == ()  # one worker: nobody after it
+    assert later_worker_positions(["model_id = [3", ", 4", "]"]) == (1,)
+    assert later_worker_positions(["model_id = [3, 4]"]) == ()  # a token that names the first is the first's
+    assert later_worker_positions(["no lists here"]) == ()
 
 
 @pytest.mark.parametrize("text", ["no lists here", "model_id = [", "model_id = []", "subtasks = [\"1\"]"])
@@ -68,15 +77,37 @@ def test_the_kl_term_falls_on_the_named_tokens_only():
         policy_loss(old, old, torch.tensor([0.0]), torch.ones(1, 3), settings, ref_logprobs=reference)
 
 
+def test_the_later_workers_take_their_own_coefficient_in_place_of_the_all_token_one():
+    old = torch.tensor([[-1.0, -1.0, -1.0]])
+    reference = torch.tensor([[-1.5, -1.5, -1.5]])
+    first, later = torch.tensor([[1.0, 0.0, 0.0]]), torch.tensor([[0.0, 1.0, 0.0]])
+    k3 = math.exp(-0.5) + 0.5 - 1
+
+    def loss(**settings):
+        value, _ = policy_loss(old.clone(), old, torch.tensor([0.0]), torch.ones(1, 3), GrpoSettings(**settings),
+                               ref_logprobs=reference, worker_choice_mask=first, later_worker_mask=later)
+        return value.item()
+
+    assert loss(kl_coef=0.1, later_worker_kl_coef=0.0) == pytest.approx(0.1 * 2 * k3 / 3)  # the checker is free
+    assert loss(kl_coef=0.1, later_worker_kl_coef=0.4) == pytest.approx((0.1 * 2 + 0.4) * k3 / 3)
+    assert loss(kl_coef=0.1) == pytest.approx(0.1 * 3 * k3 / 3)  # unset: the all-token coefficient
+    assert loss(kl_coef=0.0, later_worker_kl_coef=0.3) == pytest.approx(0.3 * k3 / 3)
+    assert loss(kl_coef=0.1, worker_id_kl_coef=0.2, later_worker_kl_coef=0.0) == pytest.approx((0.1 * 2 + 0.2) * k3 / 3)
+    with pytest.raises(ValueError, match="later-worker mask"):
+        policy_loss(old, old, torch.tensor([0.0]), torch.ones(1, 3),
+                    GrpoSettings(kl_coef=0.1, later_worker_kl_coef=0.0), ref_logprobs=reference)
+
+
 def test_both_layouts_mark_the_same_completion_tokens():
-    sequences = [TrainSequence((5, 6, 7), (1, 2, 3, 4), (0.0,) * 4, 1.0, (1, 3)),
+    sequences = [TrainSequence((5, 6, 7), (1, 2, 3, 4), (0.0,) * 4, 1.0, (1, 3), later_workers=(3,)),
                  TrainSequence((5, 6), (9, 8), (0.0,) * 2, -1.0)]
     plain, shared = collate(sequences, 0), collate_shared(sequences, 0)
     for row, s in enumerate(sequences):
-        plain_marks = plain.worker_choice_mask[row][plain.completion_mask[row] > 0]
-        shared_marks = shared.worker_choice_mask[row][shared.completion_mask[row] > 0]
-        expected = [1.0 if j in s.worker_choice else 0.0 for j in range(len(s.completion_ids))]
-        assert plain_marks.tolist() == expected == shared_marks.tolist()
+        for marks, positions in (("worker_choice_mask", s.worker_choice), ("later_worker_mask", s.later_workers)):
+            plain_marks = getattr(plain, marks)[row][plain.completion_mask[row] > 0]
+            shared_marks = getattr(shared, marks)[row][shared.completion_mask[row] > 0]
+            expected = [1.0 if j in positions else 0.0 for j in range(len(s.completion_ids))]
+            assert plain_marks.tolist() == expected == shared_marks.tolist()
 
 
 def test_the_plan_line_is_every_token_before_the_first_model_id_and_the_one_that_starts_it():
