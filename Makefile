@@ -87,7 +87,8 @@ results-paper7: $(STAMP)
 
 # The runs behind docs/results/paper7-rl.md (issue 36, scope 2: GRPO alone, from a warm start that measures
 # nothing): uniform workers, the solve and verify shapes alike and a line naming the question's kind; a KL term on
-# the first worker-naming token holds the choice of whom to ask first open, leaving the checker free, for 1,080
+# the first worker-naming token holds the choice of whom to ask first open, and the checker's tokens carry none
+# (learner.later_worker_kl_coef=0: the all-token term holds the shapes and the format, not who checks), for 1,080
 # steps (~45 min here). Then the kept checkpoint,
 # as `conductor_rl`, on the held-out split and on the unseen types, into runs/; the report is written from them
 # by hand, with the other seeds (SEED=1 ...).
@@ -95,7 +96,7 @@ SEED ?= 0
 PAPER7_RL := --config configs/train-paper7.yaml --set seed=$(SEED) --set sft.prompts=256 \
 	--set "sft.shapes={solve: 1, verify: 1}" --set sft.plan=kind --set sft.worker_prior=uniform \
 	--set learner.kl_coef=0.02 --set learner.worker_id_kl_coef=0.1 --set learner.worker_id_kl_scope=first \
-	--set train.steps=1080 --set train.eval_every=40
+	--set learner.later_worker_kl_coef=0 --set train.steps=1080 --set train.eval_every=40
 RL_POLICY := --set evaluate.policy=runs/train-paper7-rl-s$(SEED)/policy --set evaluate.conductor_name=conductor_rl \
 	--set "evaluate.methods=[conductor]"
 results-paper7-rl: $(STAMP)
