@@ -162,17 +162,22 @@ def test_kl_to_a_frozen_reference_is_zero_at_first_and_grows(ray_local, policy):
     assert second.kl > 1e-6
 
 
-def test_a_kl_on_the_worker_choice_alone_reads_the_tokens_that_name_a_worker(ray_local, policy):
-    """learner.worker_id_kl_coef: the learner finds the model_id digits in each completion itself."""
+def fixed_completion(policy, text):
+    """``batch`` with every completion replaced by ``text`` (tokenised by the policy's tokenizer)."""
     from transformers import AutoTokenizer
 
-    completion = AutoTokenizer.from_pretrained(policy)(
-        'model_id = [1, 0]\nsubtasks = ["x", "y"]\naccess_list = [[], ["all"]]', add_special_tokens=False)["input_ids"]
+    completion = AutoTokenizer.from_pretrained(policy)(text, add_special_tokens=False)["input_ids"]
 
     def workflows(version):
         return [dataclasses.replace(r, completion_token_ids=completion, completion_logprobs=[-1.0] * len(completion))
                 for r in batch(version)]
 
+    return workflows
+
+
+def test_a_kl_on_the_worker_choice_alone_reads_the_tokens_that_name_a_worker(ray_local, policy):
+    """learner.worker_id_kl_coef: the learner finds the model_id digits in each completion itself."""
+    workflows = fixed_completion(policy, 'model_id = [1, 0]\nsubtasks = ["x", "y"]\naccess_list = [[], ["all"]]')
     first, second = two_steps(policy, workflows, worker_id_kl_coef=0.1)
     assert first.worker_id_kl == pytest.approx(0.0, abs=1e-9) and first.kl == pytest.approx(0.0, abs=1e-9)
     assert second.worker_id_kl > 1e-6
@@ -180,16 +185,8 @@ def test_a_kl_on_the_worker_choice_alone_reads_the_tokens_that_name_a_worker(ray
 
 def test_a_plan_line_kept_out_of_the_loss_changes_what_the_step_trains_on(ray_local, policy):
     """learner.train_plan_line false: the learner finds each completion's plan line itself and leaves it out."""
-    from transformers import AutoTokenizer
-
-    completion = AutoTokenizer.from_pretrained(policy)(
-        'The question is of kind code.\nmodel_id = [1]\nsubtasks = ["x"]\naccess_list = [[]]',
-        add_special_tokens=False)["input_ids"]
-
-    def workflows(version):
-        return [dataclasses.replace(r, completion_token_ids=completion, completion_logprobs=[-1.0] * len(completion))
-                for r in batch(version)]
-
+    workflows = fixed_completion(policy, 'The question is of kind code.\nmodel_id = [1]\nsubtasks = ["x"]\n'
+                                         'access_list = [[]]')
     trained, _ = two_steps(policy, workflows)
     untrained, _ = two_steps(policy, workflows, train_plan_line=False)
     assert untrained.grad_norm != pytest.approx(trained.grad_norm, rel=1e-3)  # the same batch, fewer tokens trained
@@ -197,15 +194,7 @@ def test_a_plan_line_kept_out_of_the_loss_changes_what_the_step_trains_on(ray_lo
 
 def test_the_later_workers_kl_coefficient_reaches_the_step(ray_local, policy):
     """learner.later_worker_kl_coef: the learner finds the checker's digits itself and weighs their KL apart."""
-    from transformers import AutoTokenizer
-
-    completion = AutoTokenizer.from_pretrained(policy)(
-        'model_id = [1, 0]\nsubtasks = ["x", "y"]\naccess_list = [[], ["all"]]', add_special_tokens=False)["input_ids"]
-
-    def workflows(version):
-        return [dataclasses.replace(r, completion_token_ids=completion, completion_logprobs=[-1.0] * len(completion))
-                for r in batch(version)]
-
+    workflows = fixed_completion(policy, 'model_id = [1, 0]\nsubtasks = ["x", "y"]\naccess_list = [[], ["all"]]')
     _, held = two_steps(policy, workflows, kl_coef=0.5)
     _, freed = two_steps(policy, workflows, kl_coef=0.5, later_worker_kl_coef=0.0)
     assert held.kl > 1e-6 and freed.kl > 1e-6
