@@ -52,6 +52,11 @@ class GrpoSettings:
     tis_cap: Optional[float] = None  # None: no importance correction
     adv_eps: float = 1e-6
 
+    @property
+    def uses_reference(self) -> bool:
+        """Whether any KL term is on: then the learner keeps a frozen reference model."""
+        return self.kl_coef > 0 or self.worker_id_kl_coef > 0 or (self.later_worker_kl_coef or 0) > 0
+
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6, scale: Literal["std", "none"] = "std") -> list[float]:
     """(r - mean) / (std + eps) within one group, or r - mean (``scale="none"``); all-equal rewards give
@@ -86,7 +91,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         weight = torch.clamp(torch.exp(old_logprobs - behaviour_logprobs), max=settings.tis_cap).detach()
         per_token = per_token * weight
     kl_mean, worker_id_kl = 0.0, 0.0
-    if settings.kl_coef > 0 or settings.worker_id_kl_coef > 0 or (settings.later_worker_kl_coef or 0) > 0:
+    if settings.uses_reference:
         if ref_logprobs is None:
             raise ValueError("a KL term (kl_coef, worker_id_kl_coef or later_worker_kl_coef > 0) needs "
                              "reference logprobs")

@@ -127,15 +127,15 @@ class ZeroRank:
             from transformers import AutoTokenizer
 
             self.token_texts = TokenTexts(AutoTokenizer.from_pretrained(model_path))
-        if config.kl_coef > 0 or config.worker_id_kl_coef > 0 or (config.later_worker_kl_coef or 0) > 0:
-            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
-            self.reference = self.reference.to(self.engine.device).eval()
-            self.reference.requires_grad_(False)
         self.settings = GrpoSettings(eps_low=config.eps_low, eps_high=config.eps_high, kl_coef=config.kl_coef,
                                      worker_id_kl_coef=config.worker_id_kl_coef,
                                      later_worker_kl_coef=config.later_worker_kl_coef,
                                      aggregation=config.aggregation,
                                      tis_cap=config.resolved(asynchronous=False).tis_cap)
+        if self.settings.uses_reference:
+            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+            self.reference = self.reference.to(self.engine.device).eval()
+            self.reference.requires_grad_(False)
         self.steps_done = 0
         self.sender = None
         return rank
