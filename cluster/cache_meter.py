@@ -24,7 +24,8 @@ class CacheMeter:
         for cache in caches.values():
             self.mode = cache["mode"]
         return summed(self.rises.read({provider: {key: cache[key] for key in COUNTS}
-                                       for provider, cache in caches.items()}))
+                                       for provider, cache in caches.items()},
+                                      {provider: snapshot[provider].get("incarnation") for provider in caches}))
 
     def step(self, snapshot: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """``cache_hits``, ``cache_misses``, ``cache_identical`` and ``cache_hit_rate`` since the last reading."""

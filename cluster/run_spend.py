@@ -56,7 +56,8 @@ class RunSpend:
 
     def read(self, snapshot: Snapshot) -> ByProvider:
         """Spent so far, by provider; an actor missing from ``snapshot`` (restarting) is read the next time."""
-        spent = self.meter.read({provider: stats["cost_usd"] for provider, stats in snapshot.items()})
+        spent = self.meter.read({provider: stats["cost_usd"] for provider, stats in snapshot.items()},
+                                {provider: stats.get("incarnation") for provider, stats in snapshot.items()})
         write_ledger(self.out, spent)
         return spent
 

@@ -6,7 +6,8 @@ or dropped, and their judge calls) and, apart, during each validation (conductor
 
     m, s  = mean and sample standard deviation of the last FORECAST_STEPS step costs
     r     = N - n                      steps left
-    V     = validations left           (every train.eval_every steps, and after the last step)
+    V     = validations left           (every train.eval_every steps and after the last; step n's own among
+                                        them: the forecast is made between a step and its validation)
     v     = the last validation's cost (none yet: q x validation questions)
     q     = the evaluation cost per question: the last validation's / its questions (none yet: m / rollouts
             per step: a sampled rollout costs about what a greedy answer does)
@@ -57,7 +58,9 @@ class RunShape:
         return step % self.eval_every == 0 or step == self.steps
 
     def validations_left(self, done: int) -> int:
-        return sum(self.validates_after(step) for step in range(done + 1, self.steps + 1))
+        """Those still to run once step ``done`` has trained: its own among them, since the forecast is made
+        between a step and its validation (cluster/run_spend.py, step_row)."""
+        return sum(self.validates_after(step) for step in range(max(done, 1), self.steps + 1))
 
 
 @dataclass(frozen=True)

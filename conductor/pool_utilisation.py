@@ -94,7 +94,8 @@ class PoolMeter:
         now, started, self.started = snapshot, self.started, None
         for provider in {**started, **now}:
             before, after = started.get(provider), now.get(provider)
-            if before is None or after is None or any(after[key] < before[key] for key in ("clock_s", *COUNTERS)):
+            if before is None or after is None or after.get("incarnation") != before.get("incarnation") \
+                    or any(after[key] < before[key] for key in ("clock_s", *COUNTERS)):
                 self.lost_spans += 1  # unread at one end, or its counters restarted with the pool actor
                 continue
             total = self.totals.setdefault(provider, dict.fromkeys(("seconds", *COUNTERS), 0.0))

@@ -90,14 +90,15 @@ class ProviderClient:
         if recent_sends_unknown and (spec.rpm or spec.tpm):
             self.limits.pause(self.limits.span)
         self.rng = random.Random(seed)
+        self.incarnation = uuid.uuid4().hex  # new at every start: a reader tells a restart by it
         self.stats = {"calls": 0, "attempts": 0, "retries": 0, "failures": 0, "rate_limited": 0,
                       "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
 
     def snapshot(self) -> dict[str, Any]:
         """Counters for dashboards, tests and conductor/pool_utilisation.py (never the key)."""
         limits, now = self.limits, time.monotonic()
-        return dict(self.stats, cooldowns=limits.cooldowns, rpm=limits.rpm, configured_rpm=self.spec.rpm,
-                    tpm=self.spec.tpm, rate_window_s=self.spec.rate_window_s, clock_s=now,
+        return dict(self.stats, incarnation=self.incarnation, cooldowns=limits.cooldowns, rpm=limits.rpm,
+                    configured_rpm=self.spec.rpm, tpm=self.spec.tpm, rate_window_s=self.spec.rate_window_s, clock_s=now,
                     sending_s=limits.sending.seconds(now), waiting_s=limits.waiting.seconds(now))
 
     def _scrub(self, text: str) -> str:
@@ -178,11 +179,14 @@ class ProviderClient:
             usage = completion.usage
             finish = finish_reason(completion.choices[0].finish_reason)
             if getattr(completion.choices[0].message, "refusal", None):
-                finish = "content_filter"  # a refusal beside its text is the provider's filter at work
-            if text is None and finish == "length":  # a reasoning model's limit spent before any answer text
+                finish = "content_filter"  # a refusal, with or without text, is the provider's filter at work
+            if text is None and finish in ("length", "content_filter"):  # limit spent or refused: no answer text
                 text = ""
-            if text is None or usage is None:
-                raise ValueError("response has no message content or no usage")
+            if usage is None:
+                raise ValueError("response has no usage")
+            if text is None:  # billed all the same: count it before the attempt is classified a failure
+                self._charge(worker, usage.prompt_tokens, usage.completion_tokens)
+                raise ValueError("response has no message content")
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
             return None, self._failure(worker, exc)
         return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
@@ -234,13 +238,18 @@ class ProviderClient:
         return Failure(failure.kind, failure.retryable, self._scrub(failure.message), failure.status,
                        failure.retry_after_s)
 
-    def _settle(self, worker: WorkerSpec, text: str, prompt_tokens: int, completion_tokens: int,
-                finish_reason: Optional[str], reasoning_tokens: int = 0) -> ChatResult:
+    def _charge(self, worker: WorkerSpec, prompt_tokens: int, completion_tokens: int) -> float:
+        """Count what one billed attempt cost, whether or not its answer is usable."""
         cost = (prompt_tokens * (worker.price_in_per_m or 0.0)
                 + completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
         self.stats["prompt_tokens"] += prompt_tokens
         self.stats["completion_tokens"] += completion_tokens
         self.stats["cost_usd"] += cost
+        return cost
+
+    def _settle(self, worker: WorkerSpec, text: str, prompt_tokens: int, completion_tokens: int,
+                finish_reason: Optional[str], reasoning_tokens: int = 0) -> ChatResult:
+        cost = self._charge(worker, prompt_tokens, completion_tokens)
         return ChatResult(text, prompt_tokens, completion_tokens, cost, finish_reason=finish_reason or "stop",
                           reasoning_tokens=reasoning_tokens)
 

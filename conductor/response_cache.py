@@ -39,11 +39,19 @@ def request_digest(provider: str, model: str, messages: Messages, sampling: dict
     """The request, canonical JSON, hashed: equal for requests a provider cannot tell apart."""
     canonical = json.dumps({"provider": provider, "model": model, "messages": messages, "sampling": sampling},
                            sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate is text too
 
 
-def cacheable(result: ChatResult) -> bool:
-    return result.finish_reason not in NOT_CACHED
+def cacheable(result: Union[ChatResult, StoredAnswer]) -> bool:
+    """Whether an answer may be stored and served: not cut off or refused, and text Parquet can hold (a lone
+    surrogate, e.g. half an emoji, is a valid Python string but not UTF-8)."""
+    if result.finish_reason in NOT_CACHED:
+        return False
+    try:
+        result.text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass
@@ -51,7 +59,7 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     stored: int = 0
-    uncacheable: int = 0     # answers not stored: cut off or refused
+    uncacheable: int = 0     # answers not stored: cut off, refused, or text that is not UTF-8
     identical: int = 0       # calls repeating an earlier request of this pool (whether served or not)
     saved_usd: float = 0.0   # what the hits cost when they were made
 
@@ -70,7 +78,8 @@ class CachedClient:
         self.client, self.config = client, config
         self.provider = client.spec.id
         self.store = store or ResponseStore(config.path, config.storage_options)
-        self.answers: dict[Key, StoredAnswer] = self.store.load(self.provider)
+        self.answers: dict[Key, StoredAnswer] = {
+            key: answer for key, answer in self.store.load(self.provider).items() if cacheable(answer)}
         self.seen: Counter[str] = Counter()
         self.pending: list[NewEntry] = []
         self.inflight: dict[Key, asyncio.Future] = {}
@@ -85,8 +94,8 @@ class CachedClient:
         self.seen[digest] += 1
         self.stats.identical += occurrence > 0
         key = (digest, 0 if self.config.share_identical else occurrence)
-        if key in self.inflight:  # an identical call is being made: its answer is this one's too
-            await asyncio.shield(self.inflight[key])
+        while key in self.inflight:  # an identical call is being made: its answer is this one's too; when it
+            await asyncio.shield(self.inflight[key])  # stored none, one waiter calls and the others wait again
         answer = self.answers.get(key)
         if answer is not None:
             return self._hit(answer, on_delta)

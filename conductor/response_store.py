@@ -5,12 +5,15 @@ Layout: ``{root}/provider={id}/{ms}-{writer}-{seq}.parquet``. Each writer (one p
 a driver's in-process pool) appends its new answers as shards of its own and never rewrites one, so writers
 on many nodes share a cache without locks. A reader loads one provider's shards in name order, which is
 time order to the millisecond; where two writers stored the same key, the earlier answer wins, in every reader
-alike (two shards of the same millisecond go by writer id: an arbitrary order, but every reader's).
+alike (two shards of the same millisecond go by writer id: an arbitrary order, but every reader's). A shard
+that cannot be read (cut short, not Parquet) and a row with a field missing are skipped with a warning: their
+answers are misses, not a run that cannot start.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import time
 import uuid
 from collections.abc import Iterable
@@ -30,6 +33,7 @@ SCHEMA = pa.schema([
     ("finish_reason", pa.string()), ("created", pa.float64()),
 ])
 Key = tuple[str, int]  # (request digest, occurrence)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,9 @@ class StoredAnswer:
     reasoning_tokens: int
     cost_usd: float
     finish_reason: str
+
+
+ANSWER_FIELDS = tuple(StoredAnswer.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -57,18 +64,27 @@ class ResponseStore:
         self.root = path.rstrip("/")
         self.writer = uuid.uuid4().hex[:12]
         self.shards_written = 0
+        self.rows_skipped = 0
 
     def load(self, provider: str) -> dict[Key, StoredAnswer]:
         """Every answer stored for ``provider``, the earliest where a key was stored twice."""
         self.fs.invalidate_cache()
         answers: dict[Key, StoredAnswer] = {}
         for path in sorted(self.fs.glob(f"{self._directory(provider)}/*.parquet")):
-            with self.fs.open(path, "rb") as handle:
-                table = pq.read_table(handle, schema=SCHEMA)
-            for row in table.to_pylist():
-                answers.setdefault((row["digest"], row["occurrence"]), StoredAnswer(
-                    row["text"], row["prompt_tokens"], row["completion_tokens"], row["reasoning_tokens"],
-                    row["cost_usd"], row["finish_reason"]))
+            try:
+                with self.fs.open(path, "rb") as handle:
+                    rows = pq.read_table(handle, schema=SCHEMA).to_pylist()
+            except (OSError, ValueError, pa.ArrowException) as exc:  # a cut or foreign file: its answers are misses
+                log.warning("response cache: shard %s skipped, unreadable (%s)", path, type(exc).__name__)
+                continue
+            for row in rows:
+                if any(row[name] is None for name in ANSWER_FIELDS + ("digest", "occurrence")):
+                    self.rows_skipped += 1  # written by hand or by another tool: not an answer this store made
+                    continue
+                answers.setdefault((row["digest"], row["occurrence"]),
+                                   StoredAnswer(*(row[name] for name in ANSWER_FIELDS)))
+        if self.rows_skipped:
+            log.warning("response cache: %d stored rows with missing fields skipped", self.rows_skipped)
         return answers
 
     def append(self, provider: str, entries: Iterable[NewEntry]) -> Optional[str]:

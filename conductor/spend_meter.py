@@ -7,8 +7,8 @@ earlier segments spent (``spend.json`` in the run's directory, rewritten at ever
 outside the pool actors (the held-out baselines' in-process pool).
 
 A pool actor that restarts starts its counter again at zero (conductor/counter_rises.py): what the dead
-actor spent after the last reading is not counted. The warm start's prior measurements (once per run
-directory, reused) are not counted.
+actor spent after the last reading is not counted. The warm start's measured prior or menu (once per run
+directory, reused) is a one-off spend added by the driver (``add``).
 """
 
 from __future__ import annotations
@@ -40,9 +40,11 @@ class SpendMeter:
         self.rises = CounterRises()
         self.counted: ByProvider = {}   # what this segment's counters rose by, and the one-off spends
 
-    def read(self, counters: Mapping[str, float]) -> ByProvider:
-        """Take a reading of the providers' cost counters; the first reading of a provider is its zero."""
-        rises = self.rises.read({provider: {"usd": usd} for provider, usd in counters.items()})
+    def read(self, counters: Mapping[str, float], incarnations: Optional[Mapping[str, Optional[str]]] = None,
+             ) -> ByProvider:
+        """Take a reading of the providers' cost counters; the first reading of a provider is its zero.
+        ``incarnations``: which start of its pool actor each counter is from (conductor/counter_rises.py)."""
+        rises = self.rises.read({provider: {"usd": usd} for provider, usd in counters.items()}, incarnations)
         self.counted = add(self.counted, {provider: rise["usd"] for provider, rise in rises.items()})
         return self.spent()
 

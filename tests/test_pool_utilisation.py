@@ -112,3 +112,10 @@ def test_provider_limit_bench_table_names_the_best_mode_against_the_bar():
     assert "| 0 | 2 behind | 0.680 | -0.020 |" in text  # 429s, staleness, accuracy against sync's
     assert "Best: k = 2 at 0.950 of the rpm (meets the bar 0.9" in text
     assert "misses the bar" in table([result(0, 0.7, 0.7)], args)
+
+
+def test_a_span_over_a_restart_is_dropped_even_when_the_new_counters_are_higher():
+    meter = PoolMeter()
+    meter.resume({"sim": snapshot(0, 10, incarnation="first")})
+    meter.pause({"sim": snapshot(10, 30, incarnation="second")})  # restarted; its clock and counts rose anyway
+    assert meter.lost_spans == 1 and meter.report() == {}

@@ -199,11 +199,14 @@ class RefusingServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests += 1
-                refused = body["model"] == "r"
-                refusal, finish = ("I cannot help with that.", "stop") if refused else (None, "content_filter")
+                content, refusal, finish = {
+                    "r": ("Sorry.", "I cannot help with that.", "stop"),  # a refusal beside the text
+                    "n": (None, "I cannot help with that.", "stop"),  # OpenAI's refusal: no content at all
+                    "e": (None, None, "stop"),  # billed, yet no answer in it
+                }.get(body["model"], ("Sorry.", None, "content_filter"))
                 reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                          "choices": [{"index": 0, "finish_reason": finish, "message": {
-                             "role": "assistant", "content": "Sorry.", "refusal": refusal}}],
+                             "role": "assistant", "content": content, "refusal": refusal}}],
                          "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
                 data = json.dumps(reply).encode()
                 self.send_response(200)
@@ -232,6 +235,35 @@ def test_a_refusal_is_never_stored(tmp_path):
             assert [r.finish_reason for r in results] == ["content_filter", "content_filter"]
             assert not any(r.cached for r in results)
         assert server.requests == 4 and not list(tmp_path.rglob("*.parquet"))
+    finally:
+        server.http.shutdown()
+
+
+def test_a_refusal_without_text_is_counted_once_and_an_empty_answer_is_counted_at_every_attempt(tmp_path):
+    """OpenAI sends a refusal as ``content: null`` beside ``refusal``: one billed answer, not a malformed
+    response to retry uncounted. A reply with usage but no content is a failure, yet each attempt was billed."""
+    server = RefusingServer()
+    try:
+        spec = ProviderSpec(id="p", base_url=server.base_url, max_retries=2, backoff_base_s=0.01,
+                            backoff_max_s=0.02)
+        workers = [WorkerSpec(id=name, description="d", provider="p", price_in_per_m=1e3, price_out_per_m=1e3)
+                   for name in ("n", "e")]
+        client = ProviderClient(spec, workers)
+
+        async def main():
+            try:
+                refused = await client.chat("n", ask("q"))
+                with pytest.raises(WorkerCallError):
+                    await client.chat("e", ask("q"))
+                return refused
+            finally:
+                await client.close()
+
+        refused = asyncio.run(asyncio.wait_for(main(), 30))
+        assert (refused.text, refused.finish_reason, refused.retries) == ("", "content_filter", 0)
+        assert refused.cost_usd == pytest.approx(7e-3)
+        assert server.requests == 4  # the refusal once, the empty answer at each of its three attempts
+        assert client.stats["cost_usd"] == pytest.approx(4 * 7e-3)
     finally:
         server.http.shutdown()
 

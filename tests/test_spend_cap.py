@@ -29,6 +29,18 @@ def test_the_meter_counts_counter_rises_carries_earlier_segments_and_survives_a_
     assert read_ledger(out) == pytest.approx(meter.spent())
 
 
+def test_a_restart_that_outspent_the_last_reading_is_told_by_its_incarnation():
+    """Without the incarnation a new actor that has already counted past the old one's last reading looks
+    like an ordinary rise, and the dead actor's spend drops out of the ledger and the cap."""
+    meter = SpendMeter()
+    meter.read({"p": 0.0}, {"p": "first"})
+    meter.read({"p": 10.0}, {"p": "first"})
+    meter.read({"p": 15.0}, {"p": "second"})  # restarted, and spent 15 before this reading
+    assert meter.total == pytest.approx(25.0)
+    meter.read({"p": 16.0}, {"p": "second"})
+    assert meter.total == pytest.approx(26.0)
+
+
 def test_the_forecast_is_the_formula_with_a_range_one_spread_wide():
     history = CostHistory.of([{"step_cost_by_provider": {"p": cost}} for cost in (0.8, 1.2, 1.0, 1.0)],
                              [{"val_cost_by_provider": {"p": 0.5}}])
@@ -40,6 +52,8 @@ def test_the_forecast_is_the_formula_with_a_range_one_spread_wide():
     spread = 0.16329931618554522  # the sample standard deviation of 0.8, 1.2, 1.0, 1.0
     assert expected.mid == pytest.approx(10.0 + rest)
     assert (expected.low, expected.high) == pytest.approx((10.0 + rest * (1 - spread), 10.0 + rest * (1 + spread)))
+    # made at step 5, between the step and its validation: that validation is still to pay for
+    assert forecast(10.0, history, 5, SHAPE).mid == pytest.approx(10.0 + 15 * 1.0 + 4 * 0.5 + 0.05 * 40)
     # before any validation the held-out questions are priced as sampled rollouts: 1.0 a step / 8 rollouts
     assert heldout_estimate(CostHistory(history.steps), SHAPE) == pytest.approx({"p": 40 / 8})
 
