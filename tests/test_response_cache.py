@@ -6,6 +6,7 @@ and the official openai client to the simulator (or, for refusals, a small HTTP 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,9 +17,9 @@ from conductor.config import ProviderSpec, WorkerSpec
 from conductor.config_loader import ConfigError, load_config
 from conductor.executor import WorkflowExecutor
 from conductor.local_pool import LocalPool
-from conductor.pool import ReplayMiss, WorkerCallError
+from conductor.pool import ChatResult, ReplayMiss, WorkerCallError
 from conductor.provider_client import ProviderClient
-from conductor.response_cache import CachedClient, combined_stats, request_digest
+from conductor.response_cache import CachedClient, cacheable, combined_stats, request_digest
 from conductor.response_cache_config import ResponseCacheConfig
 from conductor.response_store import NewEntry, ResponseStore, StoredAnswer
 from conductor.roster import Roster
@@ -306,6 +307,30 @@ def test_shards_round_trip_and_the_earliest_answer_wins(tmp_path, monkeypatch):
     (tmp_path / "provider=p" / "_tmp-unfinished").write_bytes(b"half a shard")
     assert ResponseStore(str(tmp_path)).load("p") == {("d", 0): answer, ("d", 1): answer}
     assert ResponseStore(str(tmp_path)).load("nobody") == {}
+
+
+def test_an_unreadable_shard_or_a_row_with_a_field_missing_is_a_miss_not_a_run_that_cannot_start(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from conductor.response_store import SCHEMA
+
+    store = ResponseStore(str(tmp_path))
+    store.append("p", [NewEntry(("good", 0), "p", "m", "w", StoredAnswer("ok", 1, 1, 0, 0.1, "stop"))])
+    (tmp_path / "provider=p" / "9999999999999-cut-000001.parquet").write_bytes(b"PAR1 cut short")
+    row = dict.fromkeys(SCHEMA.names, None) | {"digest": "nulls", "occurrence": 0, "completion_tokens": 1}
+    pq.write_table(pa.Table.from_pylist([row], schema=SCHEMA), tmp_path / "provider=p" / "9999999999998-x-1.parquet")
+    reader = ResponseStore(str(tmp_path))
+    assert list(reader.load("p")) == [("good", 0)] and reader.rows_skipped == 1
+
+
+def test_an_answer_that_is_not_utf8_is_served_but_never_stored(tmp_path):
+    """A lone surrogate (half an emoji, as JSON's "\\ud83d" decodes) is a Python string Parquet cannot hold:
+    stored, it would make every later shard write fail."""
+    broken = ChatResult("half \ud83d an emoji", 1, 1, 0.0)
+    assert not cacheable(broken) and cacheable(dataclasses.replace(broken, text="whole"))
+    assert request_digest("p", "m", [{"role": "user", "content": broken.text}], {}) != request_digest(
+        "p", "m", [{"role": "user", "content": "half"}], {})
 
 
 def test_writers_of_the_same_millisecond_are_read_alike_by_every_reader(tmp_path, monkeypatch):
