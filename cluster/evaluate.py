@@ -54,7 +54,7 @@ from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.embedded_pool import with_simulated_pool
 from conductor.simulator.presets import load_preset
 from conductor.simulator_config import SIMULATED_PROVIDER_ID
-from conductor.tasks import Task, load_tasks
+from conductor.tasks import Task, load_datasets
 from conductor.tasks.splits import configured_splits
 from conductor.verifiers.judge import bind_judge
 from conductor.vllm_sampler import BatchedGenerator, VllmSampler
@@ -64,7 +64,7 @@ def questions_for(config: Config) -> tuple[list[Task], list[Task]]:
     """The configured datasets (or the simulated preset's tasks), cut to the split and per-domain limit;
     and the train split the trained routers learn from (none when evaluating on all questions)."""
     preset = None if config.data.datasets else load_preset(config.simulator)
-    tasks = [t for spec in config.data.datasets for t in load_tasks(spec)] or list(preset.tasks)
+    tasks = load_datasets(config.data.datasets) if preset is None else list(preset.tasks)
     train: list[Task] = []
     if config.evaluate.split == "unseen":
         if preset is None or not preset.unseen:

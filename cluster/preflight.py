@@ -30,6 +30,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from conductor.config import Config
+from conductor.config_section import shown_env_name
 from conductor.simulator.preset_file import preset_datasets, read_preset_file
 from conductor.verifiers.http_reward import RewardServer, shown_url
 from learner.gguf_policy import is_gguf_source, resolve_gguf
@@ -77,7 +78,7 @@ def preflight(config: Config) -> list[str]:
     for index, provider in enumerate(config.pool.providers):
         if provider.id in used and provider.api_key_env and not os.environ.get(provider.api_key_env):
             problems.append(f"pool.providers[{index}] ({provider.id}): environment variable "
-                            f"{provider.api_key_env} is not set")
+                            f"{shown_env_name(provider.api_key_env)} is not set")
     return problems
 
 
@@ -191,7 +192,7 @@ def _reward_server(key: str, server: RewardServer) -> list[str]:
     """Its key's variable is set and it takes a connection (whether it scores is the run's to find out)."""
     problems = []
     if server.api_key_env and not os.environ.get(server.api_key_env):
-        problems.append(f"{key}.api_key_env: environment variable {server.api_key_env} is not set")
+        problems.append(f"{key}.api_key_env: environment variable {shown_env_name(server.api_key_env)} is not set")
     parts = urlsplit(server.url)
     try:
         socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),

@@ -36,15 +36,16 @@ from conductor.roster import Roster
 from conductor.run_output import RunOutput
 from conductor.simulator.embedded_pool import with_simulated_pool
 from conductor.simulator.presets import load_preset
-from conductor.tasks import Task, load_tasks
+from conductor.tasks import Task, load_datasets
 from conductor.verifiers.sandbox import host_isolation
 from learner.gguf_policy import convert_gguf, is_gguf_source
 
 
 def tasks_for(config: Config) -> list[Task]:
     """Every task of the configured datasets (each honouring its own ``limit``), or the simulated preset's."""
-    tasks = [t for spec in config.data.datasets for t in load_tasks(spec)]
-    return tasks or list(load_preset(config.simulator).tasks)
+    if not config.data.datasets:
+        return list(load_preset(config.simulator).tasks)
+    return load_datasets(config.data.datasets)  # a file with no rows fails, naming it
 
 
 def policy_path(config: Config, out: RunOutput, name: str = "policy", train_questions: Sequence[str] = ()) -> str:

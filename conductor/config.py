@@ -90,6 +90,10 @@ class PoolConfig(Section):
                           if w.provider is not None and w.provider not in known})
         if unknown:
             raise ValueError(f"workers name unknown providers {unknown}; defined: {sorted(known)}")
+        unrouted = [w.id for w in (*self.workers, *self.judges) if w.provider is None]
+        if self.providers and unrouted:  # found here, not when the pool is built after the warm start
+            raise ValueError(f"workers without a provider cannot be called: {unrouted}; "
+                             f"providers: {sorted(known)}")
         if self.subset_size is not None and self.workers and self.subset_size > len(self.workers):
             raise ValueError(f"subset_size {self.subset_size} > number of workers {len(self.workers)}")
         return self

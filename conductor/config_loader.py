@@ -84,6 +84,8 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
         where = ".".join(str(p) for p in error["loc"]) or "<top level>"
         if error["type"] == "extra_forbidden":
             lines.append(f"  {where}: unknown key")
+        elif isinstance(error.get("input"), (dict, list, tuple)):  # a whole section's check: it may hold secrets
+            lines.append(f"  {where}: {error['msg']}")
         elif any(word in where.lower() for word in SECRET_WORDS) or CREDENTIALS_IN_URL.search(repr(error.get("input"))):
             lines.append(f"  {where}: {error['msg']} (value hidden)")
         else:

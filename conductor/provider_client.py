@@ -23,6 +23,7 @@ from typing import Any, Optional
 import openai
 
 from conductor.config import ProviderSpec, WorkerSpec
+from conductor.config_section import shown_env_name
 from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 from conductor.rate_limits import LimitWaitTooLong, Permit, ProviderLimits
 from conductor.retry_policy import Failure, backoff_seconds, classify
@@ -82,7 +83,7 @@ class ProviderClient:
         self.sampling_defaults = {w.id: w.sampling.model_dump() for w in workers}
         self._key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else ""
         if spec.api_key_env and not self._key:
-            raise ValueError(f"provider {spec.id}: environment variable {spec.api_key_env} is not set")
+            raise ValueError(f"provider {spec.id}: environment variable {shown_env_name(spec.api_key_env)} is not set")
         http_client = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_add_send_trace]})
         self.client = openai.AsyncOpenAI(api_key=self._key or "no-key", base_url=spec.base_url,
                                          max_retries=0, timeout=spec.timeout_s, http_client=http_client)

@@ -99,6 +99,16 @@ def test_a_key_pasted_where_the_env_var_name_goes_is_refused_and_not_echoed(tmp_
     assert "pool.providers.0.api_key_env" in str(info.value) and secret not in str(info.value)
 
 
+def test_a_whole_section_check_names_the_problem_without_echoing_the_section():
+    """A check over a whole section (here the top level's: the judge must be a pool worker) fails with that
+    section as its input; echoed, it would print every secret beside it (S3 keys in storage_options)."""
+    with pytest.raises(ConfigError, match=r"judge\.worker 'zzz' is not a worker of the pool") as failure:
+        load_config(None, ["output.storage_options={key: AKIAEXAMPLE, secret: wJalrSECRET}",
+                           "pool.providers=[{id: o, base_url: 'https://api.example.com/v1'}]",
+                           "pool.workers=[{id: a, provider: o, description: x}]", "judge.worker=zzz"])
+    assert "wJalrSECRET" not in str(failure.value) and "AKIAEXAMPLE" not in str(failure.value)
+
+
 def test_engine_bundles_follow_the_engine_config():
     from cluster.placement import engine_bundles
     from conductor.config import EngineConfig
@@ -136,3 +146,10 @@ def test_the_7b_recipe_differs_from_the_smollm2_preset_only_where_size_demands()
                  "train.heldout_questions", "train.questions_per_step", "seed", "executor.max_steps"):
         assert small[same] == large[same], same
     assert load_config(REPO / "configs/paper-7b.yaml").learner.zero_stage == 3
+
+
+def test_an_env_var_name_that_looks_like_a_key_is_never_printed():
+    from conductor.config_section import shown_env_name
+
+    assert shown_env_name("OPENAI_API_KEY") == "OPENAI_API_KEY"
+    assert "gsk_8fQz" not in shown_env_name("gsk_8fQz3LrT0pvalue42")  # fits the name pattern, yet a Groq key

@@ -116,12 +116,35 @@ def test_row_index_ids_default_instruction_limit_and_seeded_shuffle(tmp_path):
     ([{"q": "one", "a": "A", "n": "four"}], {"verifier": "choice", "meta": {"num_options": "n"}},
      r"data\.jsonl: row 1: field 'n': 'four' is not a number of options"),
     (["just a string"], {}, r"data\.jsonl: row 1: not an object"),
+    ([{"q": "one", "a": "x"}, {"q": "two", "a": float("nan")}], {}, r"data\.jsonl: row 2: field 'a': empty or null"),
+    ([{"q": "one", "a": "1/2"}], {"verifier": "number"}, r"data\.jsonl: row 1: field 'a': '1/2' is not a number"),
+    ([{"q": "one", "a": "Half of 48 is 24.\n#### 24"}], {"verifier": "number"}, r"row 1: field 'a': .* not a number"),
+    ([], {}, r"data\.jsonl: no rows"),
 ])
 def test_bad_rows_fail_at_load_naming_file_row_and_field(tmp_path, rows, entry, message):
     path = write_jsonl(tmp_path / "data.jsonl", rows)
     fields = {"path": path, "fields": {"question": "q", "answer": "a"}, "domain": "d", "verifier": "text", **entry}
     with pytest.raises(RowFormatError, match=message):
         load_tasks(DatasetSpec(**{key: value for key, value in fields.items() if value is not None}))
+
+
+def test_files_as_users_save_them_read_right_or_fail_naming_the_file(tmp_path):
+    """A spreadsheet's byte-order mark is read past; float32 Parquet numbers are the numbers written; a CSV
+    row with an unquoted comma, a file that is not UTF-8 and one that is not what its name says fail."""
+    entry = {"fields": {"question": "q", "answer": "a"}, "domain": "d", "verifier": "number"}
+    (tmp_path / "bom.csv").write_text("\ufeffq,a\nhow many?,3\n")
+    assert [t.answer for t in load_tasks(DatasetSpec(path=str(tmp_path / "bom.csv"), **entry))] == ["3"]
+    pq.write_table(pa.table({"q": ["price?"], "a": pa.array([1266.77], pa.float32())}), tmp_path / "p.parquet")
+    assert [t.answer for t in load_tasks(DatasetSpec(path=str(tmp_path / "p.parquet"), **entry))] == ["1266.77"]
+    (tmp_path / "ragged.csv").write_text("q,a\nhello, I cannot log in,3\n")
+    with pytest.raises(RowFormatError, match=r"ragged\.csv: line 2: 3 values where the header has 2 columns"):
+        load_tasks(DatasetSpec(path=str(tmp_path / "ragged.csv"), **entry))
+    (tmp_path / "latin1.csv").write_bytes("q,a\ncaf\xe9?,3\n".encode("latin-1"))
+    with pytest.raises(RowFormatError, match=r"latin1\.csv: cannot be read as its name says \(UnicodeDecodeError"):
+        load_tasks(DatasetSpec(path=str(tmp_path / "latin1.csv"), **entry))
+    (tmp_path / "fake.parquet").write_text("q,a\n")
+    with pytest.raises(RowFormatError, match=r"fake\.parquet: cannot be read as its name says"):
+        load_tasks(DatasetSpec(path=str(tmp_path / "fake.parquet"), **entry))
 
 
 @pytest.mark.parametrize("entry, message", [
@@ -159,3 +182,15 @@ def test_bad_maps_fail_at_config_load_naming_the_setting(tmp_path, entry, messag
 def test_presets_and_the_config_agree_on_the_built_in_names(tmp_path):
     assert set(get_args(PresetName)) == set(PRESETS)
     assert spec_from_yaml(tmp_path, {"format": "gsm8k", "path": "g.jsonl", "limit": 5}).format == "gsm8k"
+
+
+def test_an_id_two_entries_both_give_fails_naming_both(tmp_path):
+    from conductor.tasks import load_datasets
+
+    entry = {"fields": {"question": "q", "answer": "a"}, "domain": "support", "verifier": "text"}
+    first = DatasetSpec(path=write_jsonl(tmp_path / "march.jsonl", [{"q": "one", "a": "x"}]), **entry)
+    second = DatasetSpec(path=write_jsonl(tmp_path / "april.jsonl", [{"q": "two", "a": "y"}]), **entry)
+    with pytest.raises(RowFormatError, match=r"april\.jsonl: id 'support/0' is also an id of data\.datasets\[0\]"):
+        load_datasets([first, second])
+    apart = second.model_copy(update={"id_prefix": "april/"})
+    assert [t.id for t in load_datasets([first, apart])] == ["support/0", "april/0"]

@@ -1,4 +1,4 @@
-from conductor.tasks.loader import load_tasks, read_rows
+from conductor.tasks.loader import load_datasets, load_tasks, read_rows
 from conductor.tasks.task import Task
 
-__all__ = ["Task", "load_tasks", "read_rows"]
+__all__ = ["Task", "load_datasets", "load_tasks", "read_rows"]

@@ -8,6 +8,7 @@ load with its path, the row (1-based) and the field, not mid-run.
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -103,20 +104,25 @@ def template_fields(template: str) -> list[str]:
     return names
 
 
+def empty(value: Any) -> bool:
+    """Null, "" and a float NaN (how pandas and Polars write a missing value) hold nothing."""
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
 def lookup(row: Row, columns: Sequence[str]) -> Any:
-    """``row[a] or row[b] or ...`` where only null and "" count as empty: the last column's value otherwise."""
+    """``row[a] or row[b] or ...`` where only an ``empty`` value counts as empty: the last column's otherwise."""
     value = None
     for column in columns:
         value = row.get(column)
-        if value is not None and value != "":
+        if not empty(value):
             return value
-    return value
+    return None if isinstance(value, float) else value  # a NaN reads as null
 
 
 def required(row: Row, columns: Sequence[str]) -> Any:
     """The first usable value of ``columns``; FieldError naming them when there is none."""
     value = lookup(row, columns)
-    if value is None or value == "":
+    if empty(value):
         raise FieldError(" or ".join(columns), _absence(row, columns))
     return value
 
@@ -175,6 +181,13 @@ def _check_choice(draft: Draft, fields: FieldMap) -> None:
     draft.meta["num_options"], draft.answer = count, gold
 
 
+def _check_reference(draft: Draft, fields: FieldMap) -> None:
+    spec = registry.get(draft.verifier)
+    problem = spec.reference_problem(draft.answer) if spec.reference_problem and draft.answer else None
+    if problem:
+        raise FieldError(" or ".join(fields.answer) or "answer", problem)
+
+
 def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source: str = "<rows>",
                     row_numbers: Optional[Sequence[int]] = None) -> list[Task]:
     """Map every row, in order; RowFormatError at the first row that lacks a field or repeats an id.
@@ -192,6 +205,7 @@ def tasks_from_rows(rows: Iterable[Any], fields: FieldMap, seed: int = 0, source
                 fields.transform(draft, row, seed)
             if draft.verifier == "choice":
                 _check_choice(draft, fields)
+            _check_reference(draft, fields)
         except FieldError as exc:
             raise RowFormatError(f"{where}: field {exc.field_name!r}: {exc.problem}") from None
         if draft.id in first_row:

@@ -55,7 +55,7 @@ import httpx
 from pydantic import AfterValidator, ConfigDict, Field
 
 from conductor.call_batcher import CallBatcher
-from conductor.config_section import Section
+from conductor.config_section import Section, shown_env_name
 from conductor.per_process import PerProcess
 from conductor.retry_policy import Failure, backoff_seconds, retry_after_seconds
 from conductor.verifiers.python_reward import CORRECT_AT
@@ -167,7 +167,7 @@ class RewardServerClient:
         if name is not None:
             key = os.environ.get(name)
             if not key:
-                raise ValueError(f"environment variable {name} (reward_server.api_key_env) is not set")
+                raise ValueError(f"environment variable {shown_env_name(name)} (reward_server.api_key_env) is not set")
             headers["Authorization"] = f"Bearer {key}"
         return headers
 

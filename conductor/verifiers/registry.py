@@ -68,6 +68,8 @@ class VerifierSpec:
     # scored by a judge worker through the pool (conductor/verifiers/judge.py), awaited by the scorer in place
     # of ``check``, which then only answers where no judge is bound
     by_judge: bool = False
+    # what is wrong with a reference no answer could match (None: nothing), checked as a dataset loads
+    reference_problem: Optional[Callable[[str], Optional[str]]] = None
 
 
 class UnknownVerifier(ValueError):

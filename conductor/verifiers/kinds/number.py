@@ -28,9 +28,18 @@ def answer_key(task: Task, value: str) -> str:
     return value.strip() if number is None else str(number)
 
 
+def reference_problem(gold: str) -> Optional[str]:
+    """A gold that is not one finite number (a worked solution, "1/2", "3 apples") scores every answer wrong."""
+    number = to_decimal(gold)
+    if number is None or not number.is_finite():
+        return f"{gold[:80]!r} is not a number (verifier number compares exact decimals)"
+    return None
+
+
 def render(value: str) -> str:
     return f"#### {value}"
 
 
 SPECS = (VerifierSpec("number", check, final_value, answer_key, INSTRUCTION,
-                      simulated=SimulatedAnswer(render, lead="Working through it step by step.")),)
+                      simulated=SimulatedAnswer(render, lead="Working through it step by step."),
+                      reference_problem=reference_problem),)
