@@ -25,7 +25,7 @@ LIST_NAMES = ("model_id", "subtasks", "access_list")
 
 MAX_TEXT_CHARS = 100_000  # a conductor emits ~1k tokens; anything this long is not a workflow
 MAX_LITERAL_CHARS = 50_000
-MAX_CANDIDATES = 32  # only the last assignments matter; bounds the work on adversarial text
+MAX_SCAN_FACTOR = 20  # the literals' scans read at most this many times the text: bounds adversarial work
 MAX_NESTING = 6
 _CURLY_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 _ASSIGNMENT = re.compile(r"\b(model_id|subtasks|access_list)\s*=\s*(?=\[)")
@@ -123,22 +123,29 @@ def parse_workflow(text: str, *, num_workers: int, max_steps: int, recursive_rou
 
 
 def _extract_lists(text: str) -> dict[str, object]:
-    """Find each list's last assignment that is not itself inside another parsed list's string."""
-    candidates = []  # (name, start, end, value or None)
-    for match in list(_ASSIGNMENT.finditer(text))[-MAX_CANDIDATES:]:
+    """Find each list's last assignment that is not itself inside another parsed list's string.
+
+    One pass forward: an assignment inside a list already parsed (``'model_id = [3]'`` quoted in a subtask)
+    is skipped unread, however many a text quotes. The characters the literals' scans and parses read in all
+    are bounded (``MAX_SCAN_FACTOR`` times the text): past that the text is adversarial, not a workflow."""
+    chosen: dict[str, object] = {}
+    parsed_until = 0
+    budget = MAX_SCAN_FACTOR * len(text)
+    for match in _ASSIGNMENT.finditer(text):
+        if match.start() < parsed_until:
+            continue
         start = match.end()
         end = _literal_end(text, start)
+        budget -= (end if end is not None else min(len(text), start + MAX_LITERAL_CHARS)) - start
+        value: object = _UNPARSED
         if end is not None and not _CONTINUATION.match(text, end):
+            budget -= end - start
             value = _literal_value(text[start:end])
-        else:
-            value = _UNPARSED
-        candidates.append((match.group(1), match.start(), end if end is not None else len(text), value))
-    parsed_spans = [(start, end) for _, start, end, value in candidates if value is not _UNPARSED]
-    chosen: dict[str, object] = {}
-    for name, start, _end, value in candidates:
-        if any(s < start < e for s, e in parsed_spans):
-            continue  # e.g. 'model_id = [3]' quoted inside a subtask string
-        chosen[name] = value
+        if budget < 0:
+            raise WorkflowParseError(ParseFailure.MALFORMED_LIST, "too many unfinished list assignments to read")
+        if value is not _UNPARSED:
+            parsed_until = end
+        chosen[match.group(1)] = value
     for name in LIST_NAMES:
         if name not in chosen:
             raise WorkflowParseError(ParseFailure.MISSING_LIST, f"no '{name} = [...]' assignment found")
