@@ -5,6 +5,7 @@ baselines alike, so all of them see the same prompt."""
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any, Optional
 
@@ -16,9 +17,37 @@ from conductor.tasks.task import Task
 
 
 def chat_ids(tokenizer: Any, messages: Messages) -> list[int]:
-    """The policy's chat template applied, generation prompt added, as token ids."""
+    """The policy's chat template applied, generation prompt added, as token ids. The messages' text is
+    defused first: a question, a subtask or a worker's answer that spells a control token (``<|im_end|>``)
+    would otherwise become that token, and close its turn or open a forged system turn."""
+    controls = control_texts(tokenizer)
+    if controls:
+        messages = [dict(m, content=defused(m["content"], controls)) if isinstance(m.get("content"), str) else m
+                    for m in messages]
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # a BatchEncoding in transformers 5
+
+
+@functools.lru_cache(maxsize=8)
+def control_texts(tokenizer: Any) -> tuple[str, ...]:
+    """The texts the tokenizer reads as special tokens (its role markers, end of text), longest first."""
+    texts = set(getattr(tokenizer, "all_special_tokens", None) or ())
+    for token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
+        if getattr(token, "special", False):
+            texts.add(str(token))
+    return tuple(sorted((t for t in texts if len(t) > 1), key=len, reverse=True))
+
+
+def defused(text: str, controls: tuple[str, ...]) -> str:
+    """``text`` with a zero-width space after the first character of each control token it spells, so that
+    it tokenizes as the text it is."""
+    for control in controls:
+        if control in text:
+            text = text.replace(control, control[0] + ZERO_WIDTH_SPACE + control[1:])
+    return text
+
+
+ZERO_WIDTH_SPACE = "\u200b"
 
 
 class PromptBuilder:
