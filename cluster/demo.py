@@ -16,7 +16,7 @@ from rich.table import Table
 from cluster.cli_console import cli_console
 from conductor.config import Config
 from conductor.config_loader import config_from_cli
-from conductor.episode import EpisodeRunner
+from conductor.episode import ConductorTurn, EpisodeRunner
 from conductor.episode_score import EpisodeScorer
 from conductor.executor import WorkflowExecutor
 from conductor.pool import Messages
@@ -61,8 +61,8 @@ async def run_demo(config: Config, console: Console) -> float | None:
     runner = EpisodeRunner(executor, fewshot, max_steps=config.executor.max_steps,
                            show_prices=config.prompt.show_prices)
 
-    async def conductor(messages: Messages) -> str:
-        return ACCEPT
+    async def conductor(messages: Messages) -> ConductorTurn:
+        return ConductorTurn(ACCEPT)
 
     episode = await runner.run(task.prompt, roster, ROOT_WORKFLOW, recursive_rounds=config.executor.max_rounds,
                                conductor=conductor)

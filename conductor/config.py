@@ -170,7 +170,7 @@ class RolloutConfig(Section):
     max_new_tokens: int = Field(default=256, ge=1)
     recursive_fraction: float = Field(default=0.0, ge=0, le=1, description="share of samples given a recursive round")
     truncation_is_format_error: bool = Field(default=True, description="a completion cut at max_new_tokens "
-                                             "scores as a format error")
+                                             "(the root's or a recursive turn's) scores as a format error")
     max_concurrent_episodes: int = Field(default=64, ge=1)
     questions_per_batch: int = Field(default=4, ge=1, description="questions per generation call")
     actors: int = Field(default=1, ge=1, description="RolloutActor actors (each runs many episodes at once)")

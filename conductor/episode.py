@@ -25,7 +25,17 @@ from conductor.roster import Roster
 from conductor.trace import RoundTrace, StepTrace, steps_cost_usd, steps_worker_tokens
 from conductor.workflow import ParseFailure, Workflow, WorkflowParseError, parse_workflow
 
-ConductorFn = Callable[[Messages], Awaitable[Optional[str]]]  # None: no room for another turn
+
+@dataclass(frozen=True)
+class ConductorTurn:
+    """One recursive turn's text; ``truncated``: it hit the token limit before its end of turn, and the caller
+    counts that a format error (training does, as for the root: ``root_truncated``)."""
+
+    text: str
+    truncated: bool = False
+
+
+ConductorFn = Callable[[Messages], Awaitable[Optional[ConductorTurn]]]  # None: no room for another turn
 
 
 @dataclass
@@ -92,7 +102,8 @@ class EpisodeRunner:
                   cost_quality: Optional[int] = None, max_steps: Optional[int] = None,
                   hooks: RoundHooks = NO_HOOKS) -> EpisodeResult:
         """``root_truncated``: the root completion hit the token limit; it is a format error unexecuted
-        (otherwise a policy learns to stop ending its turns, and trailing noise dilutes the gradient).
+        (otherwise a policy learns to stop ending its turns, and trailing noise dilutes the gradient); a
+        recursive turn says so itself (``ConductorTurn.truncated``).
         ``cost_quality``: the cost dial's setting the root prompt stated, stated again in recursive rounds.
         ``max_steps``: this episode's step limit, stated in its recursive prompts (default: the runner's);
         a longer workflow within the runner's limit is cut to it, not refused."""
@@ -107,12 +118,15 @@ class EpisodeRunner:
                 messages = recursive_messages(question, roster, self.fewshot, previous_plan=text,
                                               final_response=episode.answer or "", max_steps=limit,
                                               show_prices=self.show_prices, cost_quality=cost_quality)
-                text = await conductor(messages)
-                if text is None:  # the recursive prompt outgrew the engine's context: the answer so far stands
+                turn = await conductor(messages)
+                if turn is None:  # the recursive prompt outgrew the engine's context: the answer so far stands
                     return episode
+                text, truncated = turn.text, turn.truncated
+            else:
+                truncated = root_truncated
             trace = RoundTrace(round=round_index, conductor_text=text)
             episode.rounds.append(trace)
-            if round_index == 0 and root_truncated:
+            if truncated:
                 trace.parse_error, trace.parse_detail = ParseFailure.TRUNCATED, "no end-of-turn within the token limit"
                 return episode
             try:

@@ -28,7 +28,7 @@ from typing import Any, Optional, Protocol
 from conductor.config import Config
 from conductor.cost_dial import card_of, draw_setting, resolve_setting
 from conductor.draw_key import group_key, rng_of, seed_of
-from conductor.episode import EpisodeResult, EpisodeRunner
+from conductor.episode import ConductorTurn, EpisodeResult, EpisodeRunner
 from conductor.episode_score import EpisodeScore, EpisodeScorer
 from conductor.executor import WorkflowExecutor
 from conductor.pool import Messages, WorkerPoolClient
@@ -179,7 +179,7 @@ class RolloutRunner:
 
         numbers = itertools.count(1)
 
-        async def turn(messages: Messages) -> Optional[str]:
+        async def turn(messages: Messages) -> Optional[ConductorTurn]:
             number = next(numbers)
             seeded = sampling if sampling.seed is None else replace(
                 sampling, seed=seed_of(self.config.seed, f"{sample_key}-r{number}", "sample"))
@@ -187,7 +187,8 @@ class RolloutRunner:
             if sample.finish_reason == PROMPT_TOO_LONG:
                 return None
             sampled.append(sample)
-            return sample.text
+            return ConductorTurn(sample.text, truncated=self.config.rollout.truncation_is_format_error
+                                 and sample.finish_reason == "length")
 
         return turn
 

@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from conductor.config import WorkerSpec
-from conductor.episode import EpisodeRunner, RoundHooks
+from conductor.episode import ConductorTurn, EpisodeRunner, RoundHooks
 from conductor.executor import WorkflowExecutor
 from conductor.pool import WorkerCallError
 from conductor.roster import Roster
@@ -99,7 +99,7 @@ def test_recursive_round_accepting_returns_previous_answer():
 
     async def conductor(messages):
         prompts.append(messages)
-        return ACCEPT
+        return ConductorTurn(ACCEPT)
 
     episode = run(runner(echo_pool()).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=conductor))
     assert episode.format_ok and episode.rounds[1].accepted_previous
@@ -109,7 +109,7 @@ def test_recursive_round_accepting_returns_previous_answer():
 
 def test_repair_round_all_access_sees_previous_final_turn():
     async def conductor(messages):
-        return 'model_id = [2]\nsubtasks = ["repair"]\naccess_list = [["all"]]'
+        return ConductorTurn('model_id = [2]\nsubtasks = ["repair"]\naccess_list = [["all"]]')
 
     pool = echo_pool()
     episode = run(runner(pool).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=conductor))
@@ -126,10 +126,22 @@ def test_root_round_three_empty_lists_and_bad_recursive_round_are_format_errors(
     assert not episode.format_ok and episode.answer is None and not pool.calls
 
     async def garbage(messages):
-        return "I refuse to write lists"
+        return ConductorTurn("I refuse to write lists")
 
     episode = run(runner(echo_pool()).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=garbage))
     assert not episode.format_ok and episode.rounds[1].parse_error is not None
+
+
+def test_a_recursive_turn_cut_at_the_token_limit_is_a_format_error_unexecuted():
+    """As the root's: a turn that never ended would otherwise run (three empty lists then rambling reads as
+    an accept) and teach the policy to stop ending its turns."""
+    async def cut(messages):
+        return ConductorTurn(ACCEPT + "\nand then I kept writing until the limit", truncated=True)
+
+    pool = echo_pool()
+    episode = run(runner(pool).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=cut))
+    assert not episode.format_ok and episode.rounds[1].parse_error is ParseFailure.TRUNCATED
+    assert not episode.rounds[1].accepted_previous
 
 
 def test_infra_error_in_episode_is_flagged_not_answered():
@@ -153,7 +165,7 @@ class FirstStepThenNothing(RoundHooks):
 
 def test_a_caller_s_cut_runs_a_prefix_and_a_round_cut_to_nothing_is_skipped_keeping_the_answer():
     async def conductor(messages):
-        return 'model_id = [2]\nsubtasks = ["repair"]\naccess_list = [["all"]]'
+        return ConductorTurn('model_id = [2]\nsubtasks = ["repair"]\naccess_list = [["all"]]')
 
     pool, hooks = echo_pool(), FirstStepThenNothing()
     episode = run(runner(pool).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=conductor, hooks=hooks))
@@ -170,7 +182,7 @@ def test_an_episode_step_limit_is_stated_in_its_prompt_and_cuts_a_longer_workflo
 
     async def conductor(messages):
         prompts.append(messages)
-        return ACCEPT
+        return ConductorTurn(ACCEPT)
 
     pool = echo_pool()
     episode = run(runner(pool).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=conductor, max_steps=1))

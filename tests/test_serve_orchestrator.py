@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from conductor.config import Config, PoolConfig, WorkerSpec
-from conductor.episode import EpisodeRunner
+from conductor.episode import ConductorTurn, EpisodeRunner
 from conductor.executor import WorkflowExecutor
 from conductor.pool import WorkerCallError
 from conductor.rollout import Sample
@@ -259,7 +259,7 @@ def test_a_served_episode_is_training_s_the_same_worker_calls_and_recursive_prom
 
     async def turn(messages):
         turns.append(messages)
-        return redo
+        return ConductorTurn(redo)
 
     roster = o.roster(o.model("ultra"), Controls())
     episode = asyncio.run(EpisodeRunner(WorkflowExecutor(training_pool), (), max_steps=5).run(

@@ -39,7 +39,7 @@ from typing import Any, Optional, Protocol
 
 from conductor.config import Config, WorkerSpec
 from conductor.cost_dial import DialCard, resolve_setting
-from conductor.episode import EpisodeRunner, RoundHooks, record_execution
+from conductor.episode import ConductorTurn, EpisodeRunner, RoundHooks, record_execution
 from conductor.executor import Turn, WorkflowExecutor
 from conductor.pool import WorkerPoolClient
 from conductor.prompt_builder import PromptBuilder
@@ -257,8 +257,10 @@ class _Run(RoundHooks):
         return cut_to_budget(one, self.roster, self.request.question, None,
                              answer_max_tokens=self.request.answer_max_tokens)
 
-    async def _recursive_turn(self, messages: Messages) -> Optional[str]:
-        return await self._conduct(messages, recursive=True)
+    async def _recursive_turn(self, messages: Messages) -> Optional[ConductorTurn]:
+        """Served as the root is: a turn cut at the token limit still runs if it parses."""
+        text = await self._conduct(messages, recursive=True)
+        return None if text is None else ConductorTurn(text)
 
     async def _conduct(self, messages: Messages, *, recursive: bool) -> Optional[str]:
         """The Conductor's turn (None: it could not be asked, ``unasked`` says why)."""
