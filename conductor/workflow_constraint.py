@@ -24,8 +24,13 @@ import functools
 import re
 
 # A JSON string with a non-blank character: leading blanks, then one visible character (or an escaped quote,
-# backslash or slash), then anything. Each part excludes what ends the one before, so matching is linear.
-_STRING = r'"(?:[ \t]|\\[nrtf])*(?:[^"\\\s]|\\["\\/])(?:[^"\\\n]|\\["\\/bfnrt])*"'
+# backslash or slash), then anything but a raw control character (JSON forbids them, and the parser's
+# literal_eval reads a raw CR or NUL as the end of the source). Each part excludes what ends the one before, so
+# matching is linear. "Visible" is spelt out rather than \S: a grammar engine's \s need not be Python's, and
+# str.strip() (the parser's blank test) strips every character in _BLANKS.
+_BLANKS = r"\x00-\x20\x7f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_STRING = (r'"(?:[ \t]|\\[nrtf])*(?:[^"\\' + _BLANKS + r']|\\["\\/])'
+           r'(?:[^"\\\x00-\x08\x0a-\x1f]|\\["\\/bfnrt])*"')
 _PLAN_LINE = r"[^\n=]*\n"  # no "=": a list assignment cannot pass as plan text
 MAX_PLAN_LINE_CHARS = 120
 MAX_CONSTRAINED_STEPS = 8     # the access lists are spelled out: the expression grows as 2^steps

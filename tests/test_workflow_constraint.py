@@ -65,7 +65,7 @@ def test_nothing_the_constraint_admits_is_rejected_by_the_parser():
     matches must parse."""
     rng = random.Random(1)
     expression = workflow_regex(WORKERS, MAX_STEPS, plan=True)
-    alphabet = '0123456789[]", \\\nallnx'
+    alphabet = '0123456789[]", \\\nallnx\r\x00\x1c\x85\xa0\u2028\u3000'
     admitted = 0
     for text in _valid_texts(200):
         for _ in range(40):
@@ -78,6 +78,14 @@ def test_nothing_the_constraint_admits_is_rejected_by_the_parser():
                 except WorkflowParseError as exc:
                     pytest.fail(f"admitted but unparsable ({exc}): {edited!r}")
     assert admitted > 500  # the edits reach the subtasks and the indices, not only the syntax
+
+
+@pytest.mark.parametrize("inner", ["a\rb", "\x00", "\x1c", "\x85", "\xa0", "\u2028", "\u3000", " \x1f"])
+def test_a_subtask_of_blanks_or_raw_control_characters_is_not_admitted(inner):
+    """The parser's blank test is str.strip() and its reader literal_eval (a raw CR or NUL ends the source):
+    the expression spells both out rather than trust a grammar engine's \\s."""
+    text = f'model_id = [0]\nsubtasks = ["{inner}"]\naccess_list = [[]]'
+    assert not matches(workflow_regex(WORKERS, MAX_STEPS), text)
 
 
 def test_bad_sizes_are_refused():
