@@ -142,6 +142,24 @@ def test_a_cost_cap_refuses_before_spending_or_cuts_the_workflow():
     assert done.usage.cost_usd <= 0.0025
 
 
+@pytest.mark.parametrize("text", [
+    "求函数的导数并说明理由" * 20,
+    "Найдитепроизводнуюфункции" * 20,
+    "फलनकाअवकलजज्ञातकीजिए" * 20,
+    "".join(chr(0x1D400 + i % 52) for i in range(500)),  # 4-byte characters
+])
+def test_the_prompt_bound_holds_for_a_byte_level_tokenizer_in_every_script(text):
+    """The cap's bound counted three characters a token; a byte-level tokenizer makes up to a token a byte of
+    Chinese, Hindi or mathematical letters (2-4 a character), so a question in them spent up to 12x the cap.
+    (ASCII stays at three characters a token, which real tokenizers beat; the tiny test one does not.)"""
+    from conductor.serving.cost_bounds import text_tokens_bound
+    from learner.tiny_policy import build_tokenizer, default_corpus
+
+    tokenizer = build_tokenizer(default_corpus(), 512)
+    assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= text_tokens_bound(text)
+    assert text_tokens_bound("abc" * 10 + text) == 10 + len(text.encode("utf-8"))
+
+
 def test_a_recursive_round_can_accept_or_replace_the_answer_and_streams_only_the_final_text():
     accept = 'model_id = []\nsubtasks = []\naccess_list = []'
     redo = 'model_id = [0]\nsubtasks = ["Check the answer above."]\naccess_list = ["all"]'

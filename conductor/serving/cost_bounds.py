@@ -5,11 +5,14 @@ Step i's bound: its prompt at most ``P_i`` tokens, its reply at most ``M_i`` (th
 called with, which the provider enforces), priced at the worker's rates:
 
     bound_i = P_i * price_in + M_i * price_out
-    P_i     = ceil(chars_i / 3) + 8 * messages_i + sum of M_j over the steps j it sees
+    P_i     = ceil(ascii_i / 3) + bytes_i + 8 * messages_i + sum of M_j over the steps j it sees
 
-where ``chars_i`` counts the question, the subtasks it is shown and, in a repair round, the previous final
-turn. Three characters per token over-counts English and code for every common tokenizer (about four
-is typical), so the bound holds unless a provider counts more tokens than that. A workflow is cut to its
+over the text step i is shown (the question, the subtasks it sees and, in a repair round, the previous final
+turn): ``ascii_i`` its ASCII characters, ``bytes_i`` the UTF-8 bytes of the rest. Three ASCII characters a
+token over-counts English and code for every common tokenizer (about four is typical); other scripts take up
+to a token a byte (Chinese, Hindi: a byte-level tokenizer gives 2-4 tokens a character), and no byte-level or
+byte-fallback tokenizer makes more tokens than bytes. So the bound holds unless a provider counts more tokens
+than that. A workflow is cut to its
 longest prefix whose bounds fit the budget (access lists only name earlier steps, so a prefix is a valid
 workflow; its last step answers).
 """
@@ -27,6 +30,13 @@ CHARS_PER_TOKEN_BOUND = 3
 TOKENS_PER_MESSAGE_BOUND = 8
 
 
+def text_tokens_bound(text: str) -> int:
+    """At most this many tokens for ``text``: a third of its ASCII characters, and a token a byte of the rest."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    other_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    return math.ceil(ascii_chars / CHARS_PER_TOKEN_BOUND) + other_bytes
+
+
 def step_max_tokens(worker: WorkerSpec, answer_max_tokens: Optional[int], final: bool) -> int:
     """The reply limit a step is called with: the worker's, and for the last step the request's too."""
     limit = worker.sampling.max_tokens
@@ -38,31 +48,34 @@ def price(worker: WorkerSpec, prompt_tokens: int, completion_tokens: int) -> flo
 
 
 def workflow_bounds(workflow: Workflow, roster: Roster, question: str, *, answer_max_tokens: Optional[int] = None,
-                    previous_final_chars: int = 0) -> list[float]:
+                    previous_final: str = "") -> list[float]:
     """The cost bound of each step, were the workflow to end at that step."""
     workers = [roster.workers[step.worker] for step in workflow.steps]
+    subtask_tokens = [text_tokens_bound(step.subtask) for step in workflow.steps]
+    shared = text_tokens_bound(question)
+    previous = text_tokens_bound(previous_final)
     bounds = []
     for index, step in enumerate(workflow.steps):
         visible = step.visible_steps(index)
         final = index == len(workflow.steps) - 1
-        chars = len(question) + len(step.subtask) + sum(len(workflow.steps[j].subtask) for j in visible)
+        text = shared + subtask_tokens[index] + sum(subtask_tokens[j] for j in visible)
         if step.access == ALL:
-            chars += previous_final_chars
+            text += previous
         seen = sum(step_max_tokens(workers[j], answer_max_tokens, False) for j in visible)
-        prompt = math.ceil(chars / CHARS_PER_TOKEN_BOUND) + TOKENS_PER_MESSAGE_BOUND * (2 * len(visible) + 3) + seen
+        prompt = text + TOKENS_PER_MESSAGE_BOUND * (2 * len(visible) + 3) + seen
         bounds.append(price(workers[index], prompt, step_max_tokens(workers[index], answer_max_tokens, final)))
     return bounds
 
 
 def cut_to_budget(workflow: Workflow, roster: Roster, question: str, budget: Optional[float], *,
-                  answer_max_tokens: Optional[int] = None, previous_final_chars: int = 0,
+                  answer_max_tokens: Optional[int] = None, previous_final: str = "",
                   ) -> tuple[Workflow, float]:
     """The longest prefix whose bound fits ``budget`` (all of it when there is no budget) and that bound.
     An empty workflow means not even its first step fits."""
     for length in range(len(workflow.steps), 0, -1):
         prefix = Workflow(workflow.steps[:length])
         total = sum(workflow_bounds(prefix, roster, question, answer_max_tokens=answer_max_tokens,
-                                    previous_final_chars=previous_final_chars))
+                                    previous_final=previous_final))
         if budget is None or total <= budget:
             return prefix, total
     return Workflow(()), 0.0
