@@ -194,3 +194,36 @@ def test_our_own_fault_is_a_500_in_openai_s_shape_logged_without_its_message(cap
 def test_a_providers_finish_reason_is_read_in_openai_s_words():
     assert [finish_reason(r) for r in ("stop", "length", "max_tokens", "eos", "content_filter", None)] == [
         "stop", "length", "length", "stop", "content_filter", None]
+
+
+def test_a_client_that_leaves_stops_its_non_streamed_run():
+    """Nothing else stops a non-streamed run whose client has gone (and the official client retries a call it
+    timed out on): left going, it would pay for every step still to come."""
+    from conductor.scripted_pool import ScriptedPool
+
+    pool = ScriptedPool({"strong": "s", "mid": "m", "cheap": "c"}, delay_s=0.5)
+    serve = ServeConfig(models=[ServedModel(name="mini", workers=["cheap", "mid"], max_steps=2)],
+                        auth={"required": False})
+    asgi = create_app(orchestrator(ScriptedConductor(SOLVE_VERIFY), pool), serve)
+    body = json.dumps({"model": "mini", "messages": ASK}).encode()
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+             "query_string": b"", "root_path": "", "http_version": "1.1", "scheme": "http",
+             "server": ("test", 80), "client": ("127.0.0.1", 1),
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+    pending, sent = [{"type": "http.request", "body": body, "more_body": False}], []
+
+    async def receive():
+        if pending:
+            return pending.pop()
+        await asyncio.sleep(0.1)  # the client leaves while the first step is running
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    async def go():
+        await asyncio.wait_for(asgi(scope, receive, send), 10)
+        await asyncio.sleep(1.5)  # a run left going would have called the second step by now
+
+    asyncio.run(go())
+    assert len(pool.calls) <= 1 and not sent

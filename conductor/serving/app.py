@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from conductor.serve_config import ServeConfig
 from conductor.serving.api_errors import ApiError, from_validation
@@ -119,7 +120,7 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
                               body.answer_sampling, question_param="messages")
         form = ChatFormat(body.model)
         if not body.stream:
-            answer = await within_timeout(orchestrator.answer(served))
+            answer = await answered(orchestrator.answer(served), request)
             return JSONResponse(form.completion(answer.text, answer.usage, trace_if(body, answer.trace),
                                                 answer.finish_reason))
         events = _Events()
@@ -154,7 +155,7 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
                               body.answer_sampling, question_param="input")
         form = ResponsesFormat(body.model, body.instructions)
         if not body.stream:
-            answer = await within_timeout(orchestrator.answer(served))
+            answer = await answered(orchestrator.answer(served), request)
             return JSONResponse(form.finished(answer.text, answer.usage, trace_if(body, answer.trace),
                                               answer.finish_reason))
         events = _Events()
@@ -189,17 +190,38 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
     def trace_if(body: Union[ChatCompletionRequest, ResponsesRequest], trace: dict[str, Any]) -> Optional[dict]:
         return trace if body.conductor.trace else None
 
-    async def within_timeout(work: Any) -> Any:
+    async def answered(work: Any, request: Request) -> Any:
+        """``work``'s result within the timeout; cancelled when the client leaves first. Nothing else would
+        stop it, and the official client retries a call it timed out on, so a run left going is paid for
+        again at each retry."""
+        task = asyncio.ensure_future(asyncio.wait_for(work, timeout_s))
+        gone = asyncio.ensure_future(client_gone(request))
         try:
-            return await asyncio.wait_for(work, timeout_s)
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for running in (task, gone):
+                if not running.done():
+                    running.cancel()
+                    with contextlib.suppress(BaseException):
+                        await running
+        if task.cancelled():
+            raise ClientDisconnect()  # the guard logs it as 499: nobody is left to answer
+        try:
+            return task.result()
         except TimeoutError:
             raise ApiError(504, f"The request took longer than {timeout_s:g}s.", kind="server_error",
                            code="timeout") from None
+
+    async def client_gone(request: Request) -> None:
+        """Returns when the client disconnects (the body is read: what comes next can only be that)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
 
     async def drain(work: Any, events: _Events) -> AsyncIterator[tuple[str, Any]]:
         """The run's events as they come, then ``("done", answer)`` or ``("error", ApiError)``. Leaving early
         (the client went away) cancels the run."""
         task = asyncio.ensure_future(asyncio.wait_for(work, timeout_s))
+        getter: Optional[asyncio.Future] = None
         try:
             while True:
                 getter = asyncio.ensure_future(events.queue.get())
@@ -222,6 +244,8 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
                 log.error("a streamed request failed: %s\n%s", type(exc).__name__, where(exc))
                 yield "error", ApiError(500, "The server had an error processing the request.", kind="server_error")
         finally:
+            if getter is not None and not getter.done():
+                getter.cancel()
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):
