@@ -102,7 +102,8 @@ class WorkflowExecutor:
             except WorkerCallError as exc:
                 errors[index], kinds[index] = str(exc), exc.kind
                 if observer is not None:
-                    observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index]))
+                    observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index],
+                                                       exc.kind))
                 raise
             results[index] = dataclasses.replace(result, latency_s=time.perf_counter() - started)
             if observer is not None:
@@ -120,7 +121,8 @@ class WorkflowExecutor:
                 except WorkerCallError:
                     break
 
-        traces = [self._trace(round_index, i, s, roster, results.get(i), errors.get(i)) for i, s in enumerate(steps)]
+        traces = [self._trace(round_index, i, s, roster, results.get(i), errors.get(i), kinds.get(i))
+                  for i, s in enumerate(steps)]
         infra_error = next((f"step {i}: {errors[i]}" for i in sorted(errors)), None)
         answer = None if infra_error or not steps else results[len(steps) - 1].text
         kind = kinds[min(kinds)] if kinds else None
@@ -128,7 +130,7 @@ class WorkflowExecutor:
 
     @staticmethod
     def _trace(round_index: int, index: int, step: Step, roster: Roster, result: Optional[ChatResult],
-               error: Optional[str]) -> StepTrace:
+               error: Optional[str], error_kind: Optional[str] = None) -> StepTrace:
         trace = StepTrace(round=round_index, index=index, shown_worker=step.worker,
                           worker_id=roster.worker_id(step.worker), subtask=step.subtask, access=step.access,
                           visible=step.visible_steps(index))
@@ -140,6 +142,7 @@ class WorkflowExecutor:
             trace.finish_reason = result.finish_reason
         else:
             trace.error = error or "not run: an earlier step failed"
+            trace.error_kind = error_kind
         return trace
 
 

@@ -123,6 +123,7 @@ def step_row(step: StepTrace) -> dict[str, Any]:
     row["access"] = "all" if step.access == "all" else ",".join(map(str, step.access))
     row.pop("visible")
     row.pop("finish_reason")  # the endpoint's; the replay store keeps its schema
+    row.pop("error_kind")  # the endpoint's: ``error`` says it in full
     row.pop("reasoning_tokens")  # the calibration's (within tokens_out)
     return row
 

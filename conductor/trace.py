@@ -27,6 +27,7 @@ class StepTrace:
     cost_usd: float = 0.0
     retries: int = 0
     error: Optional[str] = None
+    error_kind: Optional[str] = None  # WorkerCallError.kind: what a caller of the endpoint is shown
     finish_reason: Optional[str] = None
 
     def same_outcome(self, other: StepTrace) -> bool:

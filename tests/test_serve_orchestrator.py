@@ -5,6 +5,7 @@ rounds, and which text streams when."""
 
 import asyncio
 import dataclasses
+import json
 
 import pytest
 
@@ -126,6 +127,12 @@ def test_a_worker_that_fails_for_good_hands_the_question_to_another():
     with pytest.raises(ApiError) as info:
         answer(everyone_down, "mini")
     assert info.value.status == 502 and info.value.code == "workers_failed"
+    # the provider's own words (here "scripted outage"; a real one can name the operator's organisation or
+    # show a masked key) stay in the server's log: a caller is told the worker and the kind of failure
+    assert "scripted outage" not in str(info.value.body())
+    traced = orchestrator(ScriptedConductor(SOLVE_VERIFY), pool(failing=frozenset({"mid"})))
+    done = answer(traced, "mini", Controls(trace=True))
+    assert "scripted outage" not in json.dumps(done.trace) and "server_error" in json.dumps(done.trace)
 
 
 def test_a_cost_cap_refuses_before_spending_or_cuts_the_workflow():

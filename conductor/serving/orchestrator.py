@@ -32,6 +32,7 @@ Rules, in the order they apply:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ from conductor.workflow_constraint import workflow_regex
 
 FALLBACK_SUBTASK = "Answer the question. Give the final answer."
 OFF_LOOP_QUESTION_CHARS = 8192  # longer questions are tokenized on the tokenizer's own thread
+
+log = logging.getLogger(__name__)
 
 
 def longest_token_chars(tokenizer: Any) -> int:
@@ -200,11 +203,13 @@ class _Run(RoundHooks):
             return await self._fallback("its first step does not fit the cost cap", failed=())
         if root.infra_error:
             failed = tuple(s.worker_id for s in root.steps if s.error and not s.error.startswith("not run"))
-            return await self._fallback(f"a worker failed: {root.infra_error}", failed=failed,
+            log.warning("a served workflow's worker failed: %s", root.infra_error)
+            return await self._fallback(f"{', '.join(failed)} failed ({root.infra_error_kind})", failed=failed,
                                         failure_kinds=(root.infra_error_kind,))
         for later in episode.rounds[1:]:
             if later.infra_error:
-                later.notes.append(f"a worker failed ({later.infra_error}): the previous answer stands")
+                log.warning("a served recursive round's worker failed: %s", later.infra_error)
+                later.notes.append(f"a worker failed ({later.infra_error_kind}): the previous answer stands")
         if self.unasked:
             episode.rounds[-1].notes.append(f"round {len(episode.rounds)} not run: {self.unasked}; this answer stands")
         answering = next(r for r in reversed(episode.rounds) if r.steps and not r.infra_error)
@@ -287,8 +292,8 @@ class _Run(RoundHooks):
 
     def _refuse_a_broken_stream(self, infra_error: Optional[str]) -> None:
         if infra_error and self.sent_text:  # part of the answer is out: no fallback can replace it
-            raise ApiError(502, f"The answering worker failed mid-answer: {infra_error}",
-                           kind="server_error", code="worker_failed")
+            log.warning("a served answer's worker failed mid-answer: %s", infra_error)
+            raise ApiError(502, "The answering worker failed mid-answer.", kind="server_error", code="worker_failed")
 
     async def _fallback(self, reason: str, failed: tuple[str, ...],
                         failure_kinds: tuple[Optional[str], ...] = ()) -> ServedAnswer:

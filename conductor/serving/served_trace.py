@@ -65,8 +65,16 @@ def step_json(step: StepTrace) -> dict[str, Any]:
             "access": step.access if isinstance(step.access, str) else list(step.access),
             "visible": list(step.visible), "status": "ok" if step.error is None else "error",
             "tokens_in": step.tokens_in, "tokens_out": step.tokens_out, "latency_s": round(step.latency_s, 4),
-            "cost_usd": round(step.cost_usd, 8), "retries": step.retries, "error": step.error,
+            "cost_usd": round(step.cost_usd, 8), "retries": step.retries, "error": caller_error(step),
             "output": step.response}
+
+
+def caller_error(step: StepTrace) -> Optional[str]:
+    """A failed step as a caller sees it: the worker and the kind of failure. The provider's own words stay
+    in the server's log: they can carry the operator's organisation id or a masked key."""
+    if step.error is None or step.error_kind is None:
+        return step.error  # None, or "not run: ...", written by the executor
+    return f"worker {step.worker_id}: {step.error_kind}"
 
 
 def critical_path_s(steps: list[StepTrace]) -> float:
