@@ -22,6 +22,17 @@ def refusal(body, schema=ChatCompletionRequest):
     ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "conductor": {"max_cost_usd": -1}},
      "conductor.max_cost_usd"),
     ({"model": "m", "messages": [{"role": "assistant", "content": "hi"}]}, "messages"),
+    # OpenAI refuses these; coerced, `true` was a $1 cap and one step, "yes" a trace
+    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "conductor": {"max_cost_usd": True}},
+     "conductor.max_cost_usd"),
+    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "conductor": {"max_cost_usd": "1"}},
+     "conductor.max_cost_usd"),
+    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "conductor": {"max_steps": True}},
+     "conductor.max_steps"),
+    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "conductor": {"trace": "yes"}},
+     "conductor.trace"),
+    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": "0.5"}, "temperature"),
+    ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "top_p": True}, "top_p"),
 ])
 def test_a_bad_body_is_a_400_naming_the_field(body, param):
     error = refusal(body)

@@ -26,13 +26,13 @@ class Controls(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     workers: Optional[list[str]] = Field(default=None, min_length=1, description="worker ids it may call")
-    max_steps: Optional[int] = Field(default=None, ge=1, le=32)
-    max_rounds: Optional[int] = Field(default=None, ge=0, le=8)
-    max_cost_usd: Optional[float] = Field(default=None, gt=0)
+    max_steps: Optional[int] = Field(default=None, ge=1, le=32, strict=True)
+    max_rounds: Optional[int] = Field(default=None, ge=0, le=8, strict=True)
+    max_cost_usd: Optional[float] = Field(default=None, gt=0, strict=True)  # true is no cap of $1
     cost_quality: Optional[int] = Field(default=None, ge=0, le=10, strict=True, description="the cost dial: 0 "
                                         "cheapest .. 10 best quality, for a policy trained with it "
                                         "(conductor/cost_dial.py); default: the model's")
-    trace: bool = Field(default=False, description="return the workflow that answered (audit trail)")
+    trace: bool = Field(default=False, strict=True, description="return the workflow that answered (audit trail)")
 
 
 class ContentPart(BaseModel):
@@ -153,8 +153,8 @@ class ChatCompletionRequest(_OpenAiRequest):
     stream_options: Optional[StreamOptions] = None
     max_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT, strict=True)
     max_completion_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT, strict=True)
-    temperature: Optional[float] = Field(default=None, ge=0, le=2)
-    top_p: Optional[float] = Field(default=None, gt=0, le=1)
+    temperature: Optional[float] = Field(default=None, ge=0, le=2, strict=True)
+    top_p: Optional[float] = Field(default=None, gt=0, le=1, strict=True)
     seed: Optional[int] = Field(default=None, ge=-(2**63), lt=2**63, strict=True)
     n: int = Field(default=1, ge=1, le=1, strict=True, description="one answer per request")
     conductor: Controls = Field(default_factory=Controls)
@@ -227,8 +227,8 @@ class ResponsesRequest(_OpenAiRequest):
     instructions: Optional[str] = None
     stream: bool = Field(default=False, strict=True)
     max_output_tokens: Optional[int] = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT, strict=True)
-    temperature: Optional[float] = Field(default=None, ge=0, le=2)
-    top_p: Optional[float] = Field(default=None, gt=0, le=1)
+    temperature: Optional[float] = Field(default=None, ge=0, le=2, strict=True)
+    top_p: Optional[float] = Field(default=None, gt=0, le=1, strict=True)
     text: Optional[TextOptions] = None
     stream_options: Optional[ResponsesStreamOptions] = None  # ignored: no obfuscation padding is sent
     conductor: Controls = Field(default_factory=Controls)

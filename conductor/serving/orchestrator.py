@@ -129,7 +129,8 @@ class Orchestrator:
 
     def model(self, name: str) -> ServedModel:
         if name not in self.models:
-            raise ApiError(404, f"The model '{name}' does not exist. Served: {', '.join(sorted(self.models))}.",
+            shown = name[:64] + ("..." if len(name) > 64 else "")  # echoed text is cut, as everywhere
+            raise ApiError(404, f"The model '{shown}' does not exist. Served: {', '.join(sorted(self.models))}.",
                            param="model", code="model_not_found")
         return self.models[name]
 
@@ -138,7 +139,8 @@ class Orchestrator:
         if controls.workers is not None:
             outside = sorted(set(controls.workers) - set(allowed))
             if outside:
-                raise ApiError(400, f"conductor.workers: {outside} not available to model {model.name}; "
+                shown = [worker[:64] for worker in outside[:5]] + (["..."] if len(outside) > 5 else [])
+                raise ApiError(400, f"conductor.workers: {shown} not available to model {model.name}; "
                                f"it may use {allowed}", param="conductor.workers", code="invalid_value")
             allowed = [w for w in allowed if w in controls.workers]
         return Roster.full([self.workers[w] for w in allowed])
