@@ -28,6 +28,25 @@ class SamplingParams(Section):
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
     max_tokens: int = Field(default=4096, ge=1, le=1_000_000)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    token_limit_param: Literal["max_tokens", "max_completion_tokens"] = Field(
+        default="max_tokens", description="the name the provider takes the reply limit under: OpenAI's reasoning "
+        "models (o-series, gpt-5) refuse max_tokens and take max_completion_tokens")
+    fixed_sampling: bool = Field(default=False, description="send no temperature or top_p, whatever a call asks: "
+                                 "OpenAI's reasoning models refuse any but their default")
+
+    def call_defaults(self) -> dict[str, Any]:
+        """The settings every call starts from (a call's own override them)."""
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, "top_p": self.top_p}
+
+    def on_the_wire(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``request`` as this provider takes it: the reply limit under its name, no sampling it refuses."""
+        wire = dict(request)
+        if self.fixed_sampling:
+            wire.pop("temperature", None)
+            wire.pop("top_p", None)
+        if self.token_limit_param != "max_tokens" and "max_tokens" in wire:
+            wire[self.token_limit_param] = wire.pop("max_tokens")
+        return wire
 
 
 class ProviderSpec(Section):

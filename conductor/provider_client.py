@@ -80,7 +80,7 @@ class ProviderClient:
         see are out of every window the new ones fall in."""
         self.spec = spec
         self.workers = {w.id: w for w in workers}
-        self.sampling_defaults = {w.id: w.sampling.model_dump() for w in workers}
+        self.sampling_defaults = {w.id: w.sampling.call_defaults() for w in workers}
         self._key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else ""
         if spec.api_key_env and not self._key:
             raise ValueError(f"provider {spec.id}: environment variable {shown_env_name(spec.api_key_env)} is not set")
@@ -173,7 +173,7 @@ class ProviderClient:
         try:
             raw = await self.client.chat.completions.with_raw_response.create(
                 model=worker.model_name, messages=messages, timeout=timeout,
-                extra_headers={"x-conductor-call-id": call_id}, **request)
+                extra_headers={"x-conductor-call-id": call_id}, **worker.sampling.on_the_wire(request))
             self._observe_limits(raw.headers)
             completion = raw.parse()
             text = completion.choices[0].message.content
@@ -207,7 +207,7 @@ class ProviderClient:
                 raw = await self.client.chat.completions.with_raw_response.create(
                     model=worker.model_name, messages=messages, timeout=timeout, stream=True,
                     stream_options={"include_usage": True}, extra_headers={"x-conductor-call-id": call_id},
-                    **request)
+                    **worker.sampling.on_the_wire(request))
                 self._observe_limits(raw.headers)
                 async for chunk in raw.parse():
                     usage = chunk.usage or usage
