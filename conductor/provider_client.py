@@ -222,6 +222,8 @@ class ProviderClient:
             if pieces:  # the caller has passed text on: a retry would repeat it
                 failure = Failure("stream_broken", False, f"stream broke after {len(pieces)} chunks: "
                                   f"{failure.message}", failure.status)
+                # billed for what it sent, which no usage chunk will report: counted as the text's estimate
+                self._charge(worker, estimate_prompt_tokens(messages), max(1, len("".join(pieces)) // CHARS_PER_TOKEN))
             return None, failure
         text = "".join(pieces)
         finish = "content_filter" if refused else finish

@@ -55,10 +55,12 @@ def test_a_fault_before_the_first_piece_is_retried_and_a_broken_stream_is_final(
     assert pieces == []
     with paper7_sim(shared_data, faults=FaultRates(disconnect=1.0)) as sim:
         config = simulated_pool_config(sim.state.preset, sim.base_url, max_retries=2, backoff_base_s=0.01)
-        broken, pieces = call(LocalPool(config), "gpt-5", ask(sim.state.preset.tasks[0]), stream=True)
+        pool = LocalPool(config)
+        broken, pieces = call(pool, "gpt-5", ask(sim.state.preset.tasks[0]), stream=True)
         attempts = len(sim.state.log)
     assert isinstance(broken, WorkerCallError) and broken.kind == "stream_broken", broken
     assert pieces and attempts == 1  # text was passed on, so the call was not tried again
+    assert pool.stats()["sim"]["cost_usd"] > 0  # what it sent was billed; no usage chunk came to say so
 
 
 @pytest.mark.slow
