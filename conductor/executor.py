@@ -24,6 +24,7 @@ from conductor.trace import StepTrace
 from conductor.workflow import ALL, Step, Workflow
 
 Turn = tuple[str, str]  # (subtask as sent, response)
+CANCELLED_IN_FLIGHT = "cancelled in flight: another step failed (what it had cost is in the pool's meters)"
 
 
 class StepObserver(Protocol):
@@ -105,6 +106,11 @@ class WorkflowExecutor:
                     observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index],
                                                        exc.kind))
                 raise
+            except asyncio.CancelledError:  # sent, then stopped: another step failed (or the caller left)
+                errors[index] = CANCELLED_IN_FLIGHT
+                if observer is not None:
+                    observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index]))
+                raise
             results[index] = dataclasses.replace(result, latency_s=time.perf_counter() - started)
             if observer is not None:
                 observer.step_finished(self._trace(round_index, index, step, roster, results[index], None))
@@ -123,7 +129,7 @@ class WorkflowExecutor:
 
         traces = [self._trace(round_index, i, s, roster, results.get(i), errors.get(i), kinds.get(i))
                   for i, s in enumerate(steps)]
-        infra_error = next((f"step {i}: {errors[i]}" for i in sorted(errors)), None)
+        infra_error = next((f"step {i}: {errors[i]}" for i in sorted(errors) if i in kinds), None)
         answer = None if infra_error or not steps else results[len(steps) - 1].text
         kind = kinds[min(kinds)] if kinds else None
         return ExecutionResult(steps=traces, answer=answer, infra_error=infra_error, infra_error_kind=kind)

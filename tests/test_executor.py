@@ -5,7 +5,7 @@ import pytest
 from conductor.config import WorkerSpec
 from conductor.episode import ConductorTurn, EpisodeRunner, RoundHooks
 from conductor.executor import WorkflowExecutor
-from conductor.pool import WorkerCallError
+from conductor.pool import ChatResult, WorkerCallError
 from conductor.roster import Roster
 from conductor.scripted_pool import ScriptedPool
 from conductor.workflow import ALL, ParseFailure, Step, Workflow, parse_workflow
@@ -142,6 +142,36 @@ def test_a_recursive_turn_cut_at_the_token_limit_is_a_format_error_unexecuted():
     episode = run(runner(pool).run("q", ROSTER, ROOT, recursive_rounds=1, conductor=cut))
     assert not episode.format_ok and episode.rounds[1].parse_error is ParseFailure.TRUNCATED
     assert not episode.rounds[1].accepted_previous
+
+
+def test_a_parallel_step_stopped_in_flight_is_recorded_as_sent_and_stopped_not_as_never_run():
+    class OneFails:
+        def __init__(self):
+            self.calls = []
+
+        async def chat(self, worker_id, messages, params=None, on_delta=None):
+            self.calls.append(worker_id)
+            if worker_id == "w1":
+                raise WorkerCallError("w1", "server_error", "down")
+            await asyncio.sleep(5)  # still running when its sibling fails
+            return ChatResult("late", 1, 1, 0.01)
+
+    pool, seen = OneFails(), []
+
+    class Observer:
+        def step_started(self, round_index, index, worker_id):
+            seen.append(("started", index))
+
+        def step_finished(self, trace):
+            seen.append(("finished", trace.index))
+
+    workflow = Workflow((Step(0, "a", ()), Step(1, "b", ()), Step(2, "c", (0, 1))))
+    result = run(WorkflowExecutor(pool, parallel=True).execute(workflow, "q", ROSTER, observer=Observer()))
+    assert pool.calls == ["w0", "w1"] and result.infra_error.startswith("step 1:")
+    first, failed, never = result.steps
+    assert first.error.startswith("cancelled in flight") and first.error_kind is None
+    assert failed.error_kind == "server_error" and never.error.startswith("not run")
+    assert sorted(seen) == [("finished", 0), ("finished", 1), ("started", 0), ("started", 1)]
 
 
 def test_infra_error_in_episode_is_flagged_not_answered():

@@ -204,7 +204,7 @@ class _Run(RoundHooks):
         if root.skipped:
             return await self._fallback("its first step does not fit the cost cap", failed=())
         if root.infra_error:
-            failed = tuple(s.worker_id for s in root.steps if s.error and not s.error.startswith("not run"))
+            failed = tuple(s.worker_id for s in root.steps if s.error_kind)  # not those stopped for its sake
             log.warning("a served workflow's worker failed: %s", root.infra_error)
             return await self._fallback(f"{', '.join(failed)} failed ({root.infra_error_kind})", failed=failed,
                                         failure_kinds=(root.infra_error_kind,))
