@@ -46,10 +46,11 @@ RESTART_POLL_S = 0.5
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class WorkerPoolActor:
     def __init__(self, provider: ProviderSpec, workers: list[WorkerSpec], seed: Optional[int] = None,
-                 run_name: str = "", cache: Optional[ResponseCacheConfig] = None):
+                 run_name: str = "", cache: Optional[ResponseCacheConfig] = None,
+                 occurrences: Optional[dict[str, int]] = None):
         restarted = ray.get_runtime_context().was_current_actor_reconstructed
         self.client = ProviderClient(provider, workers, seed=seed, recent_sends_unknown=restarted)
-        self.calls = with_cache(self.client, cache or ResponseCacheConfig())
+        self.calls = with_cache(self.client, cache or ResponseCacheConfig(), seen=None if restarted else occurrences)
         self.config = (provider, sorted(workers, key=lambda w: w.id), cache or ResponseCacheConfig())
         self.metrics = Families("conductor_pool", run=run_name, provider=provider.id)
         self.rate_limited = 0
@@ -116,6 +117,10 @@ class WorkerPoolActor:
         if isinstance(self.calls, CachedClient):
             self.calls.flush()
 
+    def occurrences(self) -> dict[str, int]:
+        """The response cache's count of each request so far (nothing with the cache off)."""
+        return self.calls.occurrences() if isinstance(self.calls, CachedClient) else {}
+
     def spec(self) -> tuple[ProviderSpec, list[WorkerSpec], ResponseCacheConfig]:
         return self.config
 
@@ -152,8 +157,10 @@ class RayPool:
     actor is owned by the process that created it and dies with it: create the pool in the driver
     first, so the actors outlive any rollout actor that attaches to them."""
 
-    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None, run_name: str = "", detached: bool = False):
-        """``detached``: the actors outlive their creator (the endpoint's replicas come and go with load)."""
+    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None, run_name: str = "", detached: bool = False,
+                 occurrences: Optional[dict[str, dict[str, int]]] = None):
+        """``detached``: the actors outlive their creator (the endpoint's replicas come and go with load).
+        ``occurrences``: per provider, the response cache's counts a resumed run starts from."""
         routes = config.routes()
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
         self.deadlines = {spec.id: spec.deadline_s for spec in config.providers}
@@ -164,7 +171,8 @@ class RayPool:
             where = placement_options(spec, lambda: ray.get_runtime_context().get_node_id())
             lifetime = {"lifetime": "detached"} if detached else {}
             actor = WorkerPoolActor.options(name=actor_name(spec.id), get_if_exists=True,
-                                            **where, **lifetime).remote(spec, workers, seed, run_name, config.cache)
+                                            **where, **lifetime).remote(spec, workers, seed, run_name, config.cache,
+                                                                        (occurrences or {}).get(spec.id))
             running = ray.get(actor.spec.remote())
             if running != (spec, sorted(workers, key=lambda w: w.id), config.cache):
                 raise ValueError(f"a WorkerPool actor for provider {spec.id!r} already runs in this Ray namespace "
@@ -217,6 +225,17 @@ class RayPool:
         if not allow_unavailable:
             return dict(zip(providers, ray.get(calls)))
         return {p: answer for p, answer in zip(providers, answers_within(calls, timeout_s)) if answer is not None}
+
+    def occurrences(self, timeout_s: float = 10.0) -> dict[str, dict[str, int]]:
+        """Per provider whose actor answers within ``timeout_s``, the response cache's counts (none with the
+        cache off)."""
+        from actors.conductor_engine import answers_within
+
+        if not self.caching:
+            return {}
+        providers = list(self.actors)
+        counts = answers_within([self.actors[p].occurrences.remote() for p in providers], timeout_s)
+        return {p: answer for p, answer in zip(providers, counts) if answer is not None}
 
     def flush(self) -> None:
         """Every actor's new cached answers written (nothing to do with the cache off). An actor that is gone

@@ -30,6 +30,7 @@ import ray
 from rich.console import Console
 
 from cluster import best_checkpoint as best
+from cluster import cache_occurrences
 from cluster import train_report as report
 from cluster.cli_console import cli_console
 from cluster.group_collector import GroupCollector
@@ -118,7 +119,8 @@ class GrpoRecipe:
                                          engine_placement_group(config.engine),
                                          storage_options=config.output.storage_options, run_name=config.run_name)
         # Owned (and held) here, so the pool actors outlive any rollout actor.
-        self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name)
+        self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name,
+                            occurrences=cache_occurrences.load(self.out) if config.train.resume else None)
         self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
         self.meters = PoolMeters(self.pool, self.spend, caching=config.pool.cache.mode != "off",
                                  val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
@@ -329,6 +331,7 @@ class GrpoRecipe:
         try:
             with self.metrics.phase("checkpoint"):
                 self.checkpoints.save(self.learners.group, self.state, tag)
+                cache_occurrences.save(self.out, self.pool)
             publish_trained(self.out)
             return True
         except LearnerGroupFailed as exc:

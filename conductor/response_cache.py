@@ -6,7 +6,9 @@ occurrence: the n-th identical request of this pool gets the n-th answer stored 
 identical samples stay independent draws and a re-run replays them in order. With ``share_identical`` every
 identical request gets the first answer (concurrent ones wait for it). Occurrences count per pool: one per
 provider in a cluster (its pool actor), one per in-process pool of the driver (the warm start's
-measurements, the baselines); a pool actor that restarts counts from 0 again.
+measurements, the baselines). A resumed training run starts its pool actors from the counts its last
+checkpoint kept (cluster/cache_occurrences.py), so it does not serve itself answers it already got; a pool
+actor that restarts mid-run counts from 0 again.
 
 A cached answer spends nothing (no call, no rate-limit tokens) but keeps the tokens and the cost the call
 had, so an episode's reward and the reports read the same as when it was made; ``ChatResult.cached`` and
@@ -22,6 +24,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, Union
 
@@ -72,7 +75,9 @@ class CacheStats:
 class CachedClient:
     """``ProviderClient``'s ``chat`` and ``snapshot``, answered from the cache where it can."""
 
-    def __init__(self, client: ProviderClient, config: ResponseCacheConfig, store: Optional[ResponseStore] = None):
+    def __init__(self, client: ProviderClient, config: ResponseCacheConfig, store: Optional[ResponseStore] = None,
+                 seen: Optional[Mapping[str, int]] = None):
+        """``seen``: each request digest's calls so far in this run (a resumed run's, from its checkpoint)."""
         if config.mode == "off" or config.path is None:
             raise ValueError("CachedClient needs pool.cache.mode read-write or replay-only and a pool.cache.path")
         self.client, self.config = client, config
@@ -80,7 +85,7 @@ class CachedClient:
         self.store = store or ResponseStore(config.path, config.storage_options)
         self.answers: dict[Key, StoredAnswer] = {
             key: answer for key, answer in self.store.load(self.provider).items() if cacheable(answer)}
-        self.seen: Counter[str] = Counter()
+        self.seen: Counter[str] = Counter(seen or {})
         self.pending: list[NewEntry] = []
         self.inflight: dict[Key, asyncio.Future] = {}
         self.stats = CacheStats()
@@ -157,6 +162,10 @@ class CachedClient:
             return entries
         return []
 
+    def occurrences(self) -> dict[str, int]:
+        """Each request digest's calls so far, to start a resumed run's counts from."""
+        return dict(self.seen)
+
     def snapshot(self) -> dict[str, Any]:
         return dict(self.client.snapshot(), cache=dict(self.stats.as_dict(), mode=self.config.mode))
 
@@ -168,9 +177,10 @@ class CachedClient:
 PoolClient = Union[ProviderClient, CachedClient]
 
 
-def with_cache(client: ProviderClient, config: ResponseCacheConfig) -> PoolClient:
+def with_cache(client: ProviderClient, config: ResponseCacheConfig,
+               seen: Optional[Mapping[str, int]] = None) -> PoolClient:
     """``client`` behind the cache ``config`` asks for; ``client`` itself when the cache is off."""
-    return client if config.mode == "off" else CachedClient(client, config)
+    return client if config.mode == "off" else CachedClient(client, config, seen=seen)
 
 
 COUNTS = tuple(CacheStats.__dataclass_fields__)  # the counters a snapshot's ``cache`` carries

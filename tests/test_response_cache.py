@@ -106,7 +106,7 @@ def write_answers(path, provider, worker, model, messages, sampling, texts):
 def test_the_nth_identical_request_gets_the_nth_answer_unless_identical_calls_share_one(sim, tmp_path):
     spec = simulated_pool_config(sim.state.preset, sim.base_url)
     worker = spec.workers[0]
-    sampling = worker.sampling.model_dump()
+    sampling = worker.sampling.call_defaults()
     write_answers(tmp_path, "sim", worker.id, worker.model_name, ask("same"), sampling, ["first", "second"])
 
     def replay(share):
@@ -126,6 +126,43 @@ def test_the_nth_identical_request_gets_the_nth_answer_unless_identical_calls_sh
     in_order = replay(share=False)
     assert in_order[:2] == ["first", "second"] and "identical request #3" in in_order[2]
     assert replay(share=True) == ["first", "first", "first"]
+
+
+def test_a_resumed_run_counts_on_from_its_kept_occurrences_and_never_serves_itself_an_old_draw(sim, tmp_path):
+    """A resumed run's pool starts from the counts its checkpoint kept (cluster/cache_occurrences.py): its
+    next identical request is the third of the run, a new call, as in the unbroken run; counted from zero it
+    would be served the first segment's answers again."""
+    worker = sim.state.preset.workers[0].name
+    first = sim_pool(sim, tmp_path)
+    before = run(first, [(worker, ask("same")), (worker, ask("same"))])
+    [counts] = first.occurrences().values()
+    assert list(counts.values()) == [2]
+    resumed = LocalPool(simulated_pool_config(sim.state.preset, sim.base_url).model_copy(update={
+        "cache": ResponseCacheConfig(mode="read-write", path=str(tmp_path))}), occurrences={"sim": counts})
+    served_before = served(sim)
+    after = run(resumed, [(worker, ask("same"))])
+    assert served(sim) == served_before + 1 and not after[0].cached and len(before) == 2
+
+
+def test_the_counts_a_checkpoint_keeps_are_merged_with_those_kept_before(tmp_path):
+    """A provider whose pool actor does not answer at a checkpoint keeps the counts it had."""
+    from cluster import cache_occurrences
+    from conductor.run_output import RunOutput
+
+    class Answering:
+        caching = True
+
+        def __init__(self, counts):
+            self.counts = counts
+
+        def occurrences(self):
+            return self.counts
+
+    out = RunOutput(str(tmp_path), "run")
+    assert cache_occurrences.load(out) == {}
+    cache_occurrences.save(out, Answering({"a": {"d1": 2}, "b": {"d2": 1}}))
+    cache_occurrences.save(out, Answering({"a": {"d1": 3, "d3": 1}}))  # b's actor did not answer
+    assert cache_occurrences.load(out) == {"a": {"d1": 3, "d3": 1}, "b": {"d2": 1}}
 
 
 def test_identical_calls_in_flight_at_once_share_one_provider_call(sim, tmp_path):
@@ -148,7 +185,7 @@ def test_replay_only_spends_nothing_and_a_miss_names_the_request(sim, tmp_path):
     worker = sim.state.preset.workers[1].name
     messages = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "x"},
                 {"role": "user", "content": "Check   the\nanswer " + "very long " * 20}]
-    sampling = simulated_pool_config(sim.state.preset, sim.base_url).workers[1].sampling.model_dump()
+    sampling = simulated_pool_config(sim.state.preset, sim.base_url).workers[1].sampling.call_defaults()
     digest = request_digest("sim", worker, messages, sampling)
     before = served(sim)
     with pytest.raises(ReplayMiss) as info:

@@ -40,6 +40,8 @@ def test_a_second_identical_run_is_served_from_the_cache_at_the_same_figures(tmp
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         runs.append((done, json.loads((tmp_path / name / "runs" / "c" / "summary.json").read_text())))
     (_, first), (second_run, second) = runs
+    kept = json.loads((tmp_path / "first" / "runs" / "c" / "cache_occurrences.json").read_text())
+    assert sum(sum(counts.values()) for counts in kept.values()) > 0  # what a resumed run would count on from
     figures = second["response_cache"]
     assert figures["mode"] == "read-write" and figures["calls"] == figures["hits"] + figures["misses"]
     assert figures["calls"] == first["response_cache"]["calls"] >= 6  # at least the held-out questions' calls

@@ -1,0 +1,34 @@
+"""The response cache's count of each identical request (conductor/response_cache.py), kept beside a run's
+checkpoints, so that a resumed run's n-th identical request is the n-th of the whole run, as in an unbroken
+run, and not the first again: counted from zero, it would be served answers the run already got, and a
+group's samples would repeat earlier ones.
+
+Written at every checkpoint (a provider whose pool actor does not answer keeps the counts it had); read when
+the run resumes. The counts run ahead of the checkpoint by the calls in flight when it was taken: those
+rollouts, made again, get new answers rather than old ones.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conductor.run_output import RunOutput
+
+FILE = "cache_occurrences.json"
+
+
+def load(out: RunOutput) -> dict[str, dict[str, int]]:
+    """Per provider, each request digest's calls so far (nothing for a run that kept none)."""
+    if not out.exists(FILE):
+        return {}
+    return {provider: {digest: int(count) for digest, count in counts.items()}
+            for provider, counts in json.loads(out.read_text(FILE)).items()}
+
+
+def save(out: RunOutput, pool: Any) -> None:
+    """``pool``'s counts (a RayPool's ``occurrences()``) over those kept before; nothing with the cache off."""
+    if not pool.caching:
+        return
+    counts = load(out) | pool.occurrences()
+    out.write_text(FILE, text=json.dumps(counts, separators=(",", ":")))
