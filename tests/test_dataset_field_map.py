@@ -120,6 +120,8 @@ def test_row_index_ids_default_instruction_limit_and_seeded_shuffle(tmp_path):
     ([{"q": "one", "a": "1/2"}], {"verifier": "number"}, r"data\.jsonl: row 1: field 'a': '1/2' is not a number"),
     ([{"q": "one", "a": "Half of 48 is 24.\n#### 24"}], {"verifier": "number"}, r"row 1: field 'a': .* not a number"),
     ([], {}, r"data\.jsonl: no rows"),
+    ([{"p": "3.5", "a": "x"}], {"fields": {"answer": "a"}, "template": "Price {p:.2f}?"},
+     r"data\.jsonl: row 1: field 'template': 'Price \{p:\.2f\}\?' cannot format this row's values"),
 ])
 def test_bad_rows_fail_at_load_naming_file_row_and_field(tmp_path, rows, entry, message):
     path = write_jsonl(tmp_path / "data.jsonl", rows)

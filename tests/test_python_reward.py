@@ -77,6 +77,14 @@ def negative(task, response):
     return -0.1
 
 
+def past_any_float(task, response):
+    return 10**400
+
+
+async def awaited(task, response):
+    return 1.0
+
+
 def words(task, response):
     return "yes"
 
@@ -186,6 +194,7 @@ def test_the_users_function_scores_the_datasets_answers_with_a_read_only_view(tm
     ("{m}:three_arguments", (), r"data\.datasets\.0\.reward_function: .*cannot be called as f\(task, response\): "
      r"missing a required argument: 'reference'"),
     ("{m}:NOT_A_FUNCTION", (), r"data\.datasets\.0\.reward_function: .*is not callable \(it is of type int\)"),
+    ("{m}:awaited", (), r"data\.datasets\.0\.reward_function: .*is async: a reward function is called in a thread"),
     ("{m}.share", (), r"data\.datasets\.0\.reward_function: .*is not 'module:function'"),
     ("{m}:share", ("data.datasets.0.reward_function={m}:nothing_here",),
      r"data\.datasets\.0\.reward_function: .*has no 'nothing_here'"),  # a dotted override is checked alike
@@ -219,6 +228,7 @@ def episode(answer="Answer: red", cost=0.0):
     ("nan", r"returned NaN$"),
     ("too_big", r"returned 1\.5, outside \[0, 1\]$"),
     ("negative", r"returned -0\.1, outside \[0, 1\]$"),
+    ("past_any_float", r"returned a number outside \[0, 1\]$"),
     ("words", r"returned a str, not a number in \[0, 1\]$"),
     ("cannot_judge", r"returned None \(cannot judge\)$"),
 ])

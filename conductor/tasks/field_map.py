@@ -139,7 +139,10 @@ def _render(template: str, row: Row) -> str:
         if row.get(name) is None:
             raise FieldError(name, _absence(row, [name]) if name not in row else "null")
         values[name] = row[name]
-    return template.format_map(values)
+    try:
+        return template.format_map(values)
+    except (ValueError, TypeError) as exc:  # a format spec the value cannot take ({price:.2f} over CSV text)
+        raise FieldError("template", f"{template!r} cannot format this row's values ({exc})") from None
 
 
 def _draft(row: Row, index: int, fields: FieldMap) -> Draft:

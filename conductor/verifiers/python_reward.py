@@ -124,6 +124,9 @@ def check_reference(reference: str) -> str:
     """At config load: the function imports and can be called as ``f(task, response)`` (pydantic names the
     setting in the message). Returns the reference unchanged."""
     function = _import(reference)
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+        raise RewardImportError(f"{reference!r} is async: a reward function is called in a thread and must return "
+                                "its score (wrap it: def score(task, response): return asyncio.run(...))")
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # some builtins have no signature: nothing to check before a call
@@ -190,10 +193,14 @@ def _problem(value: Any) -> Optional[str]:
         return "returned None (cannot judge)"
     if not _is_number(value):
         return f"returned a {type(value).__name__}, not a number in [0, 1]"
-    if math.isnan(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an int past any float (10**400)
+        return "returned a number outside [0, 1]"
+    if math.isnan(number):
         return "returned NaN"
-    if not 0.0 <= value <= 1.0:
-        return f"returned {float(value):g}, outside [0, 1]"
+    if not 0.0 <= number <= 1.0:
+        return f"returned {number:g}, outside [0, 1]"
     return None
 
 
