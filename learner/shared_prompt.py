@@ -31,7 +31,8 @@ class SharedPromptBatch:
     prompt_mask: torch.Tensor         # [U, P] long
     row_prompt: torch.Tensor          # [B] long: the prompt row b continues
     completion_ids: torch.Tensor      # [B, C] long, right-padded
-    completion_mask: torch.Tensor     # [B, C] float: 1 on completion tokens
+    completion_mask: torch.Tensor     # [B, C] float: 1 on completion tokens the loss trains
+    completion_attention: torch.Tensor  # [B, C] long: 1 on every completion token (what later tokens see)
     behaviour_logprobs: torch.Tensor  # [B, C] float, 0 outside the mask
     advantages: torch.Tensor          # [B] float
     worker_choice_mask: torch.Tensor  # [B, C] float: 1 on tokens that name a worker
@@ -51,6 +52,7 @@ def collate_shared(sequences: Sequence[TrainSequence], pad_id: int) -> SharedPro
     width = max(len(s.completion_ids) for s in sequences)
     completion_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     completion_mask = torch.zeros((len(sequences), width), dtype=torch.float32)
+    completion_attention = torch.zeros((len(sequences), width), dtype=torch.long)
     behaviour = torch.zeros((len(sequences), width), dtype=torch.float32)
     choice = torch.zeros((len(sequences), width), dtype=torch.float32)
     later = torch.zeros((len(sequences), width), dtype=torch.float32)
@@ -58,6 +60,7 @@ def collate_shared(sequences: Sequence[TrainSequence], pad_id: int) -> SharedPro
         length = len(s.completion_ids)
         completion_ids[row, :length] = torch.tensor(s.completion_ids)
         completion_mask[row, :length] = 1.0
+        completion_attention[row, :length] = 1
         behaviour[row, :length] = torch.tensor(s.behaviour_logprobs)
         choice[row, list(s.worker_choice)] = 1.0
         later[row, list(s.later_workers)] = 1.0
@@ -65,7 +68,7 @@ def collate_shared(sequences: Sequence[TrainSequence], pad_id: int) -> SharedPro
     return SharedPromptBatch(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
                              row_prompt=torch.tensor(row_prompt, dtype=torch.long),
                              completion_ids=completion_ids, completion_mask=completion_mask,
-                             behaviour_logprobs=behaviour,
+                             completion_attention=completion_attention, behaviour_logprobs=behaviour,
                              advantages=torch.tensor([s.advantage for s in sequences], dtype=torch.float32),
                              worker_choice_mask=choice, later_worker_mask=later)
 
@@ -84,7 +87,8 @@ def shared_prompt_logprobs(module, batch: SharedPromptBatch) -> torch.Tensor:
     width = batch.completion_ids.shape[1]
     offsets = torch.arange(width, device=prompt_lengths.device)
     positions = prompt_lengths[batch.row_prompt].unsqueeze(1) + offsets.unsqueeze(0)
-    attention = torch.cat([batch.prompt_mask[batch.row_prompt], batch.completion_mask.long()], dim=1)
+    # every real token is seen, trained or not (the engine sampled with the plan line in view)
+    attention = torch.cat([batch.prompt_mask[batch.row_prompt], batch.completion_attention], dim=1)
     out = module(input_ids=batch.completion_ids, attention_mask=attention, position_ids=positions,
                  past_key_values=cache, use_cache=True)
     logits = torch.cat([first_logits.unsqueeze(1), out.logits[:, :-1]], dim=1)  # [B, C, V]

@@ -23,14 +23,17 @@ def model_of(kind: str):
     return AutoModelForCausalLM.from_config(config).float()
 
 
-def groups(rng: random.Random, count: int = 3, size: int = 4) -> list[TrainSequence]:
+def groups(rng: random.Random, count: int = 3, size: int = 4, untrained: bool = False) -> list[TrainSequence]:
+    """``untrained``: each completion's opening tokens (a plan line, with ``learner.train_plan_line`` off)
+    kept out of the loss; later tokens still see them."""
     sequences = []
     for _ in range(count):
         prompt = tuple(rng.randrange(1, 97) for _ in range(rng.randint(5, 30)))
         for _ in range(size):
             completion = tuple(rng.randrange(1, 97) for _ in range(rng.randint(1, 12)))
+            kept_out = tuple(range(min(3, len(completion) - 1))) if untrained else ()
             sequences.append(TrainSequence(prompt, completion, tuple(-rng.random() for _ in completion),
-                                           rng.uniform(-1, 1)))
+                                           rng.uniform(-1, 1), untrained=kept_out))
     rng.shuffle(sequences)  # a micro-batch's rows need not arrive grouped
     return sequences
 
@@ -60,10 +63,12 @@ def gradient(model, loss):
     return {name: p.grad.clone() for name, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("kind", ["qwen2", "llama"])
-def test_shared_prompt_forward_gives_the_plain_logprobs_and_gradient(kind):
+@pytest.mark.parametrize("kind, untrained", [("qwen2", False), ("llama", False), ("qwen2", True)])
+def test_shared_prompt_forward_gives_the_plain_logprobs_and_gradient(kind, untrained):
+    """With tokens kept out of the loss too: the completion's attention once used the loss's mask, so the
+    worker ids were scored as if the plan line before them were not there."""
     model = model_of(kind)
-    sequences = groups(random.Random(kind))
+    sequences = groups(random.Random(kind), untrained=untrained)
     expected_rows, expected_loss = plain(model, sequences)
     expected_grad = gradient(model, expected_loss)
     got_rows, got_loss = shared(model, sequences)
