@@ -12,6 +12,7 @@ rebuilds the group from the newest checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Optional
 
@@ -46,6 +47,12 @@ class LearnerGroup:
         from learner.learner_rank import LearnerRank
 
         self.config, self.timeout_s = config, timeout_s
+        self.plan_texts = None  # to count the plan-line tokens kept out of the loss out of its normaliser too
+        if not config.train_plan_line:
+            from transformers import AutoTokenizer
+
+            from conductor.worker_choice_tokens import TokenTexts
+            self.plan_texts = TokenTexts(AutoTokenizer.from_pretrained(model_path))
         self.backend = "nccl" if config.num_gpus_per_rank > 0 else "gloo"
         self.placement: PlacementGroup = placement_group(learner_bundles(config), strategy="PACK",
                                                          name=f"conductor-learners-{free_port()}")
@@ -106,6 +113,9 @@ class LearnerGroup:
                                            first_round_weight=self.config.first_round_weight)
         if not sequences:
             return LearnerStats.skipped_step(), stats
+        if self.plan_texts is not None:  # the ranks mark the same positions (learner/zero_rank.py)
+            sequences = [dataclasses.replace(s, untrained=self.plan_texts.plan_positions(s.completion_ids))
+                         for s in sequences]
         plan = plan_step(sequences, self.config.ranks, self.config.mini_batches, self.config.aggregation)
         results = self.wait([rank.train_step.remote(plan.per_rank[r], plan.normalisers, plan.tokens)
                              for r, rank in enumerate(self.ranks)])

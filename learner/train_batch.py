@@ -194,8 +194,9 @@ def accumulation_steps(config: LearnerConfig, sequences_per_step: int) -> int:
 
 
 def _count(sequences: Sequence[TrainSequence], how: str) -> float:
+    """The loss's denominator: the tokens it trains (not those kept out), or the sequences."""
     if how == "token":
-        return float(sum(len(s.completion_ids) for s in sequences))
+        return float(sum(len(s.completion_ids) - len(s.untrained) for s in sequences))
     return float(len(sequences))
 
 

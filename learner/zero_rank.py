@@ -133,7 +133,7 @@ class ZeroRank:
                                      aggregation=config.aggregation,
                                      tis_cap=config.resolved(asynchronous=False).tis_cap)
         if self.settings.uses_reference:
-            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+            self.reference = _unpartitioned(model_path, dtype, self._hf_ds_config if self.zero3 else None)
             self.reference = self.reference.to(self.engine.device).eval()
             self.reference.requires_grad_(False)
         self.steps_done = 0
@@ -182,8 +182,8 @@ class ZeroRank:
             with torch.no_grad(), Timer("forward", timings):
                 old = [[self._forward_logprobs(self.engine, b) for b in micros] for micros in prepared]
         totals = {"loss": 0.0, "clip_fraction": 0.0, "mean_ratio": 0.0, "kl": 0.0, "worker_id_kl": 0.0}
-        averaged = ("clip_fraction", "mean_ratio", "kl", "worker_id_kl")
-        micro_count = 0
+        averaged = ("clip_fraction", "mean_ratio", "kl", "worker_id_kl")  # over the trained tokens of the step
+        trained_tokens = 0.0
         for m, micros in enumerate(prepared):
             for k, batch in enumerate(micros):
                 with Timer("forward", timings):
@@ -203,12 +203,13 @@ class ZeroRank:
                 with Timer("optimizer", timings):
                     self.engine.step()
                 totals["loss"] += loss.item() / self.world_size
+                weight = float(batch.completion_mask.sum())  # 0 for a filler micro-batch: it says nothing
                 for key in averaged:
-                    totals[key] += stats[key]
-                micro_count += 1
+                    totals[key] += stats[key] * weight
+                trained_tokens += weight
         self.steps_done += 1
         for key in averaged:
-            totals[key] /= max(1, micro_count)
+            totals[key] /= max(1.0, trained_tokens)
         stats = LearnerStats(**totals, grad_norm=float(self.engine.get_global_grad_norm() or 0.0),
                              lr=float(self.scheduler.get_last_lr()[0]), timings=timings)
         if self.metrics is not None:
@@ -328,6 +329,23 @@ class ZeroRank:
         if self.rank == 0:
             self.sender.finish(version, replicas)
         return version
+
+
+def _unpartitioned(model_path: str, dtype: torch.dtype, hf_ds_config: Any) -> Any:
+    """The frozen KL reference, whole on each rank. Under ZeRO-3 the live ``HfDeepSpeedConfig`` would have
+    ``from_pretrained`` partition it with ``zero.Init``, and no engine ever gathers a model that does not train:
+    its weights were empty and its first forward failed. So it is loaded with that config set aside."""
+    from transformers import AutoModelForCausalLM
+
+    if hf_ds_config is None:
+        return AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    from transformers.integrations.deepspeed import set_hf_deepspeed_config, unset_hf_deepspeed_config
+
+    unset_hf_deepspeed_config()
+    try:
+        return AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    finally:
+        set_hf_deepspeed_config(hf_ds_config)
 
 
 def _masked(batch):

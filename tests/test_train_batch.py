@@ -105,3 +105,14 @@ def test_flatten_round_trips_and_mismatched_plans_fail():
     assert all(torch.equal(x, y) for (_, x), (_, y) in zip(bucket, back))
     with pytest.raises(ValueError, match="covers"):
         unflatten(flat, [("a", (2, 3), "float32")])
+
+
+def test_the_token_normaliser_counts_only_the_tokens_the_loss_trains():
+    """Plan-line tokens kept out of the loss (``learner.train_plan_line: false``) were counted in its
+    denominator: the gradient shrank by trained/all tokens, a factor that moved from step to step."""
+    from learner.train_batch import plan_step
+
+    sequences = [TrainSequence((1, 2), (3, 4, 5, 6, 7), (0.0,) * 5, 1.0, untrained=(0, 1, 2)),
+                 TrainSequence((1, 2), (3, 4, 5), (0.0,) * 3, -1.0)]
+    assert plan_step(sequences, 1, 1, "token").normalisers == [5.0]  # 2 + 3 trained tokens
+    assert plan_step(sequences, 1, 1, "sequence").normalisers == [2.0]
