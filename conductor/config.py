@@ -152,6 +152,10 @@ class VerifierConfig(Section):
     code_memory_mb: int = Field(default=1024, ge=64, le=65536)
     require_code_isolation: bool = Field(
         default=False, description="refuse to run code when a kernel sandbox layer is unavailable")
+    allow_unconfined_code_reads: bool = Field(
+        default=False, description="run code even where Landlock is unavailable (a kernel before 5.13 or without "
+        "the LSM): the program can then read every file the host user can, a parent process's environment and "
+        "its API keys among them; off, such runs are refused as infrastructure errors")
     python_reward_timeout_s: float = Field(
         default=30.0, gt=0, le=3600, description="a user's Python reward call gets this long, then the episode "
         "is an infrastructure error (the call runs on in the background: conductor/verifiers/bounded_calls.py)")

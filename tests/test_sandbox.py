@@ -164,3 +164,23 @@ print(json.dumps({"required": [required.correct, required.infra_error, dict(requ
 def test_a_verdict_carries_the_layers_applied():
     verdict = verify(HUMANEVAL_TASK, RIGHT, VerifierConfig(code_timeout_s=5, require_code_isolation=True))
     assert verdict.correct and verdict.infra_error is None and dict(verdict.isolation) == host_isolation()
+
+
+def test_a_work_dir_too_deep_for_rmtree_is_still_removed(tmp_path):
+    """Without the private tmpfs a program's tree lands on the host disk; 1,500 levels made shutil.rmtree
+    raise RecursionError out of run_python and leave the tree behind."""
+    import os
+
+    from conductor.verifiers.sandbox import _remove
+
+    workdir = tmp_path / "conductor-sbx-deep"
+    workdir.mkdir()
+    fd = os.open(workdir, os.O_RDONLY)
+    for _ in range(1500):  # relative to a descriptor: no path grows past PATH_MAX
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    _remove(str(workdir))
+    assert not workdir.exists()

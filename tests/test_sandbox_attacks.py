@@ -200,6 +200,25 @@ address = ctypes.addressof(ctypes.c_char.from_buffer(page))
 print('pid via int 0x80', ctypes.CFUNCTYPE(ctypes.c_int)(address)())
 print('SURVIVED')
 """,
+    # Landlock governs reads and writes, not a file's metadata: the program owns what its host user owns, so a
+    # root host's files could be made setuid or world-writable, their times and attributes changed.
+    "change_host_file_metadata": """
+import os
+for label, call in (('chmod', lambda: os.chmod(SECRET_PATH, 0o4777)), ('chown', lambda: os.chown(SECRET_PATH, 0, 0)),
+                    ('utime', lambda: os.utime(SECRET_PATH, (0, 0))),
+                    ('setxattr', lambda: os.setxattr(SECRET_PATH, 'user.x', b'1'))):
+    try: call(); print('DID', label)
+    except OSError as e: print('refused', label, type(e).__name__)
+""",
+    # System V shared memory, filled then detached, is resident outside RLIMIT_AS.
+    "sysv_shared_memory": """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.restype = ctypes.c_int
+for label, result in (('shmget', libc.shmget(0, 1 << 20, 0o1600)), ('msgget', libc.msgget(0, 0o1600)),
+                      ('semget', libc.semget(0, 1, 0o1600))):
+    print('DID' if result >= 0 else 'refused', label, result)
+""",
     # Forge the isolation report or reach the host's descriptors.
     "forge_report_and_host_fds": """
 import json, os
@@ -358,6 +377,8 @@ EXPECTED_EVIDENCE = {  # positive evidence that the attack ran and was stopped w
     "kernel_attack_surface": lambda r: "all refused" in r.stdout,
     "foreign_syscall_abi": lambda r: r.returncode == -signal.SIGSYS,
     "forge_report_and_host_fds": lambda r: r.ok,
+    "change_host_file_metadata": lambda r: r.stdout.count("refused") == 4,
+    "sysv_shared_memory": lambda r: r.stdout.count("refused") == 3,
 }
 
 
@@ -397,3 +418,26 @@ def test_attack_without_namespaces_is_reported_weaker_and_still_contained(name, 
     assert_contained(name, result, host_duration_s)
     assert_host_unharmed(host, result)
     check_evidence(name, result)
+
+
+def test_where_landlock_is_missing_code_is_refused_unless_the_config_allows_it(host):
+    """Landlock is the one layer that stops reads (a kernel before 5.13, or one without the LSM, has none):
+    without it the program read the host's files and a parent's environment. Refused by default; run, and
+    reported, when the user allows it. Its absence is a real kernel refusal here (a seccomp filter makes
+    ``landlock_create_ruleset`` fail as an old kernel does), not a mock."""
+    snippet = (
+        "import ctypes, errno, json, sys\nimport pyseccomp as seccomp\n"
+        "rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)\n"
+        "rules.add_rule(seccomp.ERRNO(errno.ENOSYS), 'landlock_create_ruleset')\n"
+        "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)\nrules.load()\n"
+        "from dataclasses import asdict\nfrom conductor.verifiers.sandbox import SandboxLimits, run_python\n"
+        "program = sys.stdin.read()\n"
+        "print(json.dumps([asdict(run_python(program, limits=SandboxLimits(wall_s=10, cpu_s=10, "
+        "require_confined_reads=confined))) for confined in (True, False)]))\n")
+    program = f"print(open({host['values']['SECRET_PATH']}).read())"
+    done = subprocess.run([sys.executable, "-c", snippet], input=program, capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused, allowed = (SandboxResult(**run) for run in json.loads(done.stdout))
+    assert refused.infra_error.startswith("refused: Landlock is unavailable") and SECRET not in refused.stdout
+    assert not allowed.infra_error and not allowed.isolation["landlock_filesystem"]  # run, and said so

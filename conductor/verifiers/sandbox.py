@@ -55,6 +55,9 @@ class SandboxLimits:
     max_files: int = 1024  # inodes in its tmpfs
     max_open_files: int = 64
     require_isolation: bool = False
+    # refuse where Landlock is unavailable: the only layer that stops reads, and without it a program reads what
+    # the host user can (a parent's /proc/<pid>/environ and its API keys among them)
+    require_confined_reads: bool = True
 
 
 @dataclass
@@ -83,7 +86,8 @@ def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLim
     settings = {"workdir": workdir, "program_fd": program_fd, "report_fd": report_write,
                 "memory_mb": limits.memory_mb, "cpu_s": limits.cpu_s, "file_mb": limits.file_mb,
                 "disk_mb": limits.disk_mb, "max_files": limits.max_files,
-                "max_open_files": limits.max_open_files, "require_isolation": limits.require_isolation}
+                "max_open_files": limits.max_open_files, "require_isolation": limits.require_isolation,
+                "require_confined_reads": limits.require_confined_reads}
     started = time.monotonic()
     try:
         process = subprocess.Popen(
@@ -95,7 +99,7 @@ def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLim
     except OSError as exc:
         for fd in (program_fd, stdin_fd, report_read, report_write):
             os.close(fd)
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove(workdir)
         return SandboxResult(None, "", "", False, 0.0, infra_error=f"sandbox could not start: {exc}")
     for fd in (program_fd, stdin_fd, report_write):
         os.close(fd)
@@ -104,7 +108,7 @@ def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLim
                                                  limits.output_mb << 20)
     finally:
         _kill_group(process)
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove(workdir)
     isolation = _parse_report(streams["report"])
     returncode = None if timed_out else process.returncode
     result = SandboxResult(returncode, streams["stdout"].decode("utf-8", "replace"),
@@ -115,7 +119,22 @@ def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLim
     elif returncode == ISOLATION_UNAVAILABLE_EXIT and limits.require_isolation and not all(isolation.values()):
         missing = ", ".join(name for name, applied in isolation.items() if not applied)
         result.infra_error = f"refused: isolation layers unavailable on this host: {missing}"
+    elif returncode == ISOLATION_UNAVAILABLE_EXIT and limits.require_confined_reads \
+            and not isolation.get("landlock_filesystem"):
+        result.infra_error = ("refused: Landlock is unavailable on this host (a kernel before 5.13, or without the "
+                              "LSM), so model-written code could read every file the host user can; "
+                              "verifier.allow_unconfined_code_reads=true runs it anyway")
     return result
+
+
+def _remove(workdir: str) -> None:
+    """The work dir gone, whatever the program left there: a tree too deep for shutil.rmtree's recursion
+    (on a host without the private tmpfs) goes by ``rm -rf``; nothing here raises."""
+    try:
+        shutil.rmtree(workdir, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", workdir], check=False, timeout=60,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 @functools.cache

@@ -9,7 +9,10 @@ Layers, each a kernel mechanism, applied in this order (the report names each on
 1. ``rlimits``: address space, CPU seconds, file size, open files, no core dumps.
 2. Namespaces, one ``unshare``: ``user`` (the program's capabilities exist only there), ``network``
    (loopback down: not even 127.0.0.1), ``pid`` (this process forks once; the program is pid 1 of a
-   namespace holding nothing else, so no host process can be named), ``mount``, and IPC/UTS.
+   namespace holding nothing else, so no host process can be named), ``mount``, and IPC/UTS. In the
+   namespace at most ``MAX_TASKS`` processes and threads (``RLIMIT_NPROC``, counted within it), so a
+   thread bomb cannot use up the host's process ids; the kernel exempts a host that runs as root
+   (docs/architecture.md says what is left there).
 3. ``private_disk``: a tmpfs of ``disk_mb`` and ``max_files`` inodes mounted over the work dir in the
    private mount namespace. Files written there never reach the host's disk and vanish with the
    program; a hard link to a host file is impossible (another filesystem).
@@ -21,11 +24,16 @@ Layers, each a kernel mechanism, applied in this order (the report names each on
 7. ``seccomp``: no new processes (fork, vfork, clone without CLONE_THREAD, execve), no socket at all
    (only a connected AF_UNIX stream pair, which reaches nothing: asyncio needs it), no signal to any
    other pid, no ptrace or cross-process memory access, no io_uring (its operations bypass seccomp),
-   no mount/namespace/keyring/bpf/perf/userfaultfd calls, no new session or process group, no memfd;
-   any non-native syscall ABI (int 0x80, x32) kills the process.
+   no mount/namespace/keyring/bpf/perf/userfaultfd calls, no new session or process group, no memfd, no
+   change to any file's mode, owner, times or extended attributes (Landlock does not govern them, and the
+   program owns what its host user owns), no System V shared memory, message queue or semaphore (their
+   memory is outside ``RLIMIT_AS``), no inotify/fanotify watch; any non-native syscall ABI (int 0x80,
+   x32) kills the process.
 
 The program runs only after every layer above has been attempted and reported; with
-``require_isolation`` a missing layer makes the bootstrap exit with ISOLATION_UNAVAILABLE (97) instead.
+``require_isolation`` a missing layer makes the bootstrap exit with ISOLATION_UNAVAILABLE (97) instead, and
+with ``require_confined_reads`` (the default) so does a missing ``landlock_filesystem``, the one layer that
+stops reads.
 Running untrusted code is this sandbox's purpose, and it happens only here, at the end.
 """
 
@@ -52,6 +60,7 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 <<
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 38, 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
 AF_UNIX, SOCK_STREAM, SOCK_TYPE_MASK = 1, 1, 0xF
+MAX_TASKS = 64  # processes and threads in the sandbox's user namespace
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -170,6 +179,14 @@ _DENIED = (
     "request_key", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig",
     "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr", "setsid", "setpgid", "memfd_create",
     "memfd_secret", "name_to_handle_at", "open_by_handle_at", "fanotify_init", "quotactl", "acct",
+    # a file's mode, owner, times and extended attributes: Landlock governs none of them
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+    "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat", "removexattr",
+    "lremovexattr", "fremovexattr", "removexattrat",
+    # System V IPC: shared memory outside RLIMIT_AS, queues and semaphores in kernel memory
+    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop",
+    "semctl",
+    "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_mark",
 )
 
 
@@ -216,6 +233,7 @@ def main():
     layers = {"rlimits": apply_rlimits(settings)}
     namespaces = enter_namespaces()
     if namespaces:
+        resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))  # counted within the namespace
         become_pid_one(keep_fds=(report_fd,))
     for name in ("user_namespace", "network_namespace", "pid_namespace"):
         layers[name] = namespaces
@@ -228,6 +246,8 @@ def main():
     with os.fdopen(report_fd, "w") as report:
         report.write(json.dumps(layers))
     if settings.get("require_isolation") and not all(layers.values()):
+        sys.exit(ISOLATION_UNAVAILABLE)
+    if settings.get("require_confined_reads") and not layers["landlock_filesystem"]:
         sys.exit(ISOLATION_UNAVAILABLE)
     sys.argv = ["solution.py"]
     namespace = {"__name__": "__main__", "__file__": "solution.py", "__builtins__": __builtins__}

@@ -30,7 +30,8 @@ INSTRUCTION = "Return the complete solution in a single ```python code block."
 
 def limits(settings: VerifierConfig) -> SandboxLimits:
     return SandboxLimits(wall_s=settings.code_timeout_s, cpu_s=settings.code_timeout_s,
-                         memory_mb=settings.code_memory_mb, require_isolation=settings.require_code_isolation)
+                         memory_mb=settings.code_memory_mb, require_isolation=settings.require_code_isolation,
+                         require_confined_reads=not settings.allow_unconfined_code_reads)
 
 
 def check_humaneval(task: Task, response: str, settings: VerifierConfig) -> Verdict:
