@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from conductor.episode import EpisodeRunner
+from conductor.episode import ConductorTurn, EpisodeRunner
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import RECURSIVE_TURN, Attempt
 from conductor.evaluation.registry import MethodSpec
@@ -80,11 +80,13 @@ class ConductorMethod:
                            "under engine.max_model_len")
         generated = [len(sample.token_ids)]
 
-        async def recursive_turn(messages: Messages) -> Optional[str]:
+        async def recursive_turn(messages: Messages) -> Optional[ConductorTurn]:
             [[turn]] = await self.policy.generator.generate([self.policy.prompts.prompt_ids(messages)], 1,
                                                             self._sampling(recursive=True))
             generated.append(len(turn.token_ids))
-            return None if turn.finish_reason == PROMPT_TOO_LONG else turn.text
+            if turn.finish_reason == PROMPT_TOO_LONG:
+                return None
+            return ConductorTurn(turn.text, truncated=turn.finish_reason == "length")  # as the root's
 
         episode = await self.policy.episodes.run(
             task.prompt, self.roster, sample.text, recursive_rounds=self.rounds,
