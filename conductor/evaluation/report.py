@@ -59,6 +59,8 @@ def graded(table: dict[str, dict[str, Cell]]) -> bool:
 
 
 def with_oracle(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """``outcomes`` and the oracle's: a question is right when any single worker got it right, and unscored
+    when any could not answer (right or wrong alike, so where errors fall cannot lift the figure)."""
     singles: dict[tuple[str, int], list[Outcome]] = defaultdict(list)
     for o in outcomes:
         if o.method.startswith("single:"):
@@ -70,7 +72,9 @@ def with_oracle(outcomes: Sequence[Outcome]) -> list[Outcome]:
         scores = [o.score for o in group if o.score is not None]
         derived.append(Outcome(
             method="oracle", task_id=task_id, domain=group[0].domain, repeat=repeat,
-            correct=True if any(scored) else (None if errors else False),
+            # unscored whenever a worker could not answer, right or wrong: dropping only the all-wrong ones
+            # would lift the oracle by where the errors fell
+            correct=None if errors else any(scored),
             worker_calls=sum(o.worker_calls for o in group),
             worker_prompt_tokens=sum(o.worker_prompt_tokens for o in group),
             worker_completion_tokens=sum(o.worker_completion_tokens for o in group),
@@ -132,8 +136,9 @@ def _average(cells: list[Cell]) -> Cell:
 
 def best_of(table: dict[str, dict[str, Cell]], prefix: str, domain: str) -> Optional[tuple[str, Cell]]:
     """The method named ``prefix*`` with the highest accuracy in ``domain``."""
-    found = [(name, cells[domain]) for name, cells in table.items() if name.startswith(prefix) and domain in cells]
-    return max(found, key=lambda item: item[1].accuracy) if found else None
+    found = [(name, cells[domain]) for name, cells in table.items()
+             if name.startswith(prefix) and domain in cells and not math.isnan(cells[domain].accuracy)]
+    return max(found, key=lambda item: item[1].accuracy) if found else None  # a cell with nothing scored is not best
 
 
 def as_json(table: dict[str, dict[str, Cell]], meta: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,37 @@
+"""The report's rules on handmade outcomes: the oracle's unscored questions and the best single worker."""
+
+import math
+
+from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.report import best_of, summarise, with_oracle
+
+
+def outcome(method, task_id, correct):
+    return Outcome(method=method, task_id=task_id, domain="math", repeat=0, correct=correct, worker_calls=1,
+                   worker_prompt_tokens=10, worker_completion_tokens=10, conductor_tokens=0, usd=0.01,
+                   latency_s=1.0, steps=1, rounds=1, workers=(method.split(":")[-1],), access=("[]",),
+                   error="down" if correct is None else None)
+
+
+def oracle_accuracy(errors_on):
+    rows = []
+    for i in range(10):  # a is right on q0-q4; b is always wrong; c fails on ``errors_on``, else is wrong
+        rows += [outcome("single:a", f"q{i}", i < 5), outcome("single:b", f"q{i}", False),
+                 outcome("single:c", f"q{i}", None if i in errors_on else False)]
+    return summarise(with_oracle(rows))["oracle"]["math"]
+
+
+def test_where_a_worker_failed_does_not_move_the_oracle_one_way():
+    """A question every answering worker got wrong was dropped when another failed, while a right one always
+    counted: errors on wrong questions lifted the oracle to 0.714 of 0.500."""
+    on_wrong, on_right = oracle_accuracy({5, 6, 7}), oracle_accuracy({0, 1, 2})
+    assert (on_wrong.n, on_right.n) == (7, 7) and on_wrong.infra_errors == on_right.infra_errors == 3
+    assert (on_wrong.accuracy + on_right.accuracy) / 2 == 0.5  # unbiased between the two placements
+
+
+def test_a_worker_with_nothing_scored_is_not_the_best_single_worker():
+    table = summarise([outcome("single:a", "q0", None), outcome("single:b", "q0", True),
+                       outcome("single:b", "q1", False)])
+    assert math.isnan(table["single:a"]["math"].accuracy)
+    name, cell = best_of(table, "single:", "math")
+    assert name == "single:b" and cell.accuracy == 0.5
