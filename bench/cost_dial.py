@@ -71,7 +71,8 @@ def verdict(dial: dict, fixed: dict) -> dict:
     """The bar at one setting: within 1.5 points and +-15% of the fixed policy's cost, or dominating it."""
     points = 100 * (dial["accuracy"] - fixed["accuracy"])
     cost_ratio = dial["usd"] / fixed["usd"] if fixed["usd"] > 0 else float("inf") if dial["usd"] > 0 else 1.0
-    within = abs(points) <= ACCURACY_POINTS and abs(cost_ratio - 1) <= COST_SHARE
+    tolerance = 1e-9  # a dial exactly 1.5 points or 15% away is within (floating point put it a hair outside)
+    within = abs(points) <= ACCURACY_POINTS + tolerance and abs(cost_ratio - 1) <= COST_SHARE + tolerance
     dominates = dial["accuracy"] >= fixed["accuracy"] and dial["usd"] <= fixed["usd"]
     return {"accuracy_points": round(points, 3), "cost_ratio": round(cost_ratio, 4), "within": within,
             "dominates": dominates, "meets_bar": within or dominates}

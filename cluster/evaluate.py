@@ -62,7 +62,8 @@ from conductor.vllm_sampler import BatchedGenerator, VllmSampler
 
 def questions_for(config: Config) -> tuple[list[Task], list[Task]]:
     """The configured datasets (or the simulated preset's tasks), cut to the split and per-domain limit;
-    and the train split the trained routers learn from (none when evaluating on all questions)."""
+    and the train split the trained routers learn from (none when evaluating on all questions, or on the
+    train split itself: the routers then refuse, naming the splits to use)."""
     preset = None if config.data.datasets else load_preset(config.simulator)
     tasks = load_datasets(config.data.datasets) if preset is None else list(preset.tasks)
     train: list[Task] = []
@@ -74,7 +75,9 @@ def questions_for(config: Config) -> tuple[list[Task], list[Task]]:
         tasks, train = list(preset.unseen), list(splits.train)
     elif config.evaluate.split != "all":
         splits = configured_splits(tasks, config.train)
-        tasks, train = list(getattr(splits, config.evaluate.split)), list(splits.train)
+        tasks = list(getattr(splits, config.evaluate.split))
+        # scored on the train split, a router would be scored on what it learnt from: none is built then
+        train = list(splits.train) if config.evaluate.split != "train" else []
     if config.evaluate.questions_per_domain:
         taken: dict[str, int] = defaultdict(int)
         kept = []

@@ -320,6 +320,15 @@ def test_the_bench_verdict_needs_workflows_that_ran_and_then_applies_the_bar():
     assert not idle["meets_bar"] and "called no worker" in idle["no_verdict"]
 
 
+def test_a_dial_exactly_at_the_bars_edges_is_within_it():
+    """1.5 points and 15% of cost are inside the bar; floating point put them a hair outside."""
+    from bench.cost_dial import verdict
+
+    edge = verdict({"accuracy": 0.80, "usd": 0.0085}, {"accuracy": 0.815, "usd": 0.01})
+    assert edge["accuracy_points"] == -1.5 and edge["within"] and edge["meets_bar"]
+    assert not verdict({"accuracy": 0.80, "usd": 0.0084}, {"accuracy": 0.815, "usd": 0.01})["within"]
+
+
 def test_the_bench_judges_the_bar_on_the_seed_means_and_lists_every_pair(tmp_path):
     from bench.cost_dial import NAMED_SETTINGS, frontier_figure, markdown, points, row_name, row_weights, run_prefix
 

@@ -41,6 +41,15 @@ def test_each_method_is_priced_by_its_calls_per_question():
     assert reflect.expected == pytest.approx(6 * sum(call(1, 2, earlier=i) for i in range(5)))
 
 
+def test_the_routers_that_share_the_routing_table_are_priced_for_it_once():
+    """router_dc and rllib_router learn from one table, every worker once on each train question: measured
+    once between them, not once each (masrouter makes its own calls)."""
+    config = pool_config("https://api.example.com/v1")
+    train = [Task(id=f"t{i}", domain="math", prompt="x" * 400, answer="1", verifier="math") for i in range(5)]
+    one, both = (estimate(config, methods, TASKS, train) for methods in (["router_dc"], ["router_dc", "rllib_router"]))
+    assert one.calls == 3 * 2 + 5 * 2 and both.calls == one.calls + 3 * 2  # the second router's own answers only
+
+
 def test_a_paid_pool_prints_its_expected_cost_and_a_loopback_one_does_not():
     for url, printed in (("https://api.example.com/v1", True), ("http://127.0.0.1:8000/v1", False)):
         console = Console(record=True, width=200)

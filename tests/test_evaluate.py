@@ -215,3 +215,17 @@ def test_the_unseen_types_are_scored_with_the_per_domain_table_beside(tmp_path, 
     toy = ["--config", "configs/train-toy.yaml", "--set", f"output.dir={tmp_path}", "--set", "evaluate.split=unseen"]
     assert evaluate_main(toy) == 2
     assert "unseen task types" in capsys.readouterr().err
+
+
+def test_scored_on_the_train_split_the_routers_get_nothing_to_learn_from_and_refuse(shared_data):
+    """They learnt on the very questions they were scored on, and nothing said so."""
+    from cluster.evaluate import questions_for
+    from conductor.config_loader import load_config
+
+    config = load_config("configs/eval-paper7.yaml", [f"simulator.data_dir={shared_data}",
+                                                             "evaluate.split=train"])
+    scored, learns_from = questions_for(config)
+    assert scored and learns_from == []
+    heldout, train = questions_for(config.model_copy(update={"evaluate": config.evaluate.model_copy(
+        update={"split": "heldout"})}))
+    assert train and not {t.id for t in heldout} & {t.id for t in train}

@@ -103,6 +103,7 @@ def estimate(config: Config, methods: Sequence[str], tasks: Sequence[Task], trai
     pricing, judge = Pricing(config), judge_worker(config.judge, config.pool)
     expected = high = 0.0
     calls = 0
+    table_counted = False  # the routers that share the routing table measure it once between them
     for name in methods:
         spec = method_spec(name)
         if spec is not None and spec.derived:
@@ -111,7 +112,9 @@ def estimate(config: Config, methods: Sequence[str], tasks: Sequence[Task], trai
         every_worker = [(worker, 0) for worker in pricing.roster]
         scored = [(task, config.evaluate.repeats, [(None, 0)] if trained else calls_per_question(
             name, pricing.roster, config)) for task in tasks]
-        scored += [(task, 1, every_worker) for task in (train if trained else ())]
+        measures = trained and not (spec.routing_table and table_counted)
+        table_counted = table_counted or (trained and spec.routing_table)
+        scored += [(task, 1, every_worker) for task in (train if measures else ())]
         for task, times, shape in scored:
             tokens, billed = question_tokens(task), billed_calls(task, shape, judge, config.judge.samples)
             expected += times * sum(pricing.cost(w, tokens, earlier, False) for w, earlier in billed)

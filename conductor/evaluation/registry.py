@@ -45,6 +45,7 @@ class MethodSpec:
     build: Optional[Callable[..., Method]]
     workers: Literal["pool", "each", "pair"] = "pool"
     trained: bool = False  # learns on MethodContext.train_tasks, so the scored split must be another
+    routing_table: bool = False  # learns from the one routing table its kind share (measured once for all)
     needs: tuple[str, ...] = ()
 
     @property
@@ -110,7 +111,7 @@ def build_methods(requested: Sequence[str], context: MethodContext) -> list[Meth
     if any(spec.trained for spec in specs) and not context.train_tasks:
         trained = ", ".join(s.name for s in _REGISTRY.all().values() if s.trained)
         raise ValueError(f"the trained routers ({trained}) learn on the train split: evaluate on "
-                         "evaluate.split=heldout (or val), not 'all'")
+                         "evaluate.split=heldout (or val), not 'all' or 'train'")
     methods = [m for name, spec in zip(requested, specs) for m in _build(name, spec, context)]
     built = {spec.name for spec in specs}
     for need in dict.fromkeys(n for spec in specs for n in spec.needs):

@@ -93,4 +93,4 @@ def rllib_router(name: str, context: MethodContext) -> RLlibRouter:
     return RLlibRouter(name, context, context.settings.rllib_iterations)
 
 
-SPECS = (MethodSpec("rllib_router", rllib_router, trained=True),)
+SPECS = (MethodSpec("rllib_router", rllib_router, trained=True, routing_table=True),)

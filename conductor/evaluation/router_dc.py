@@ -138,4 +138,4 @@ class RouterDC:
         return await run_workflow(self.context, Workflow((Step(self._choice[task.id], SOLVE_ALONE, ()),)), task)
 
 
-SPECS = (MethodSpec("router_dc", RouterDC, trained=True),)
+SPECS = (MethodSpec("router_dc", RouterDC, trained=True, routing_table=True),)
