@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import posixpath
 import sys
 import tempfile
 import time
@@ -25,6 +27,7 @@ from collections.abc import Sequence, Set
 from pathlib import Path
 from typing import Any, Optional
 
+import fsspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -229,8 +232,29 @@ def with_table_rows(config: Config) -> tuple[Config, Optional[domain_table.Table
     return config.model_copy(update={"evaluate": config.evaluate.model_copy(update={"methods": methods})}), table
 
 
+def check_held_out_from_policy(config: Config, tasks: Sequence[Task]) -> None:
+    """A policy scored on held-out questions must not have trained or validated on them: its run's
+    ``summary.json`` (beside ``runs/<run>/policy``) names the questions it held out. A question outside
+    them (this config's splits differ from the run's) fails, counted; a policy with no summary is not
+    checked."""
+    if not config.evaluate.policy or config.evaluate.split != "heldout":
+        return
+    summary = posixpath.join(posixpath.dirname(config.evaluate.policy.rstrip("/")), "summary.json")
+    try:
+        with fsspec.open(summary, "r", **(config.output.storage_options or {})) as handle:
+            held_out = set(json.load(handle).get("heldout_question_ids") or ())
+    except (FileNotFoundError, ValueError):
+        return
+    seen = [t.id for t in tasks if t.id not in held_out] if held_out else []
+    if seen:
+        raise ValueError(f"{len(seen)} of the {len(tasks)} questions scored (e.g. {seen[0]!r}) were not held out "
+                         f"by the run that trained evaluate.policy ({summary}): its train/validation split had "
+                         "them. Use that run's train.val_questions, train.heldout_questions and train.split_seed")
+
+
 def run(config: Config, console: Console, command: str = "") -> dict:
     tasks, train = questions_for(config)
+    check_held_out_from_policy(config, tasks)
     config, menu = with_table_rows(config)
     out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
     earlier = earlier_outcomes(config.evaluate.reuse, [t.id for t in tasks], config.evaluate.repeats,

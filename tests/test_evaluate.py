@@ -229,3 +229,21 @@ def test_scored_on_the_train_split_the_routers_get_nothing_to_learn_from_and_ref
     heldout, train = questions_for(config.model_copy(update={"evaluate": config.evaluate.model_copy(
         update={"split": "heldout"})}))
     assert train and not {t.id for t in heldout} & {t.id for t in train}
+
+
+def test_a_policy_is_scored_only_on_questions_its_run_held_out(tmp_path):
+    """The splits are recomputed from the evaluation's config: one that differs from the training run's
+    (another split_seed, fewer validation questions) scored the policy on questions it trained on."""
+    from cluster.evaluate import check_held_out_from_policy
+    from conductor.config_loader import load_config
+    from conductor.tasks.task import Task
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({"heldout_question_ids": ["a/1", "a/2"]}))
+    config = load_config("configs/train-toy.yaml", [f"evaluate.policy={tmp_path / 'run' / 'policy'}",
+                                                    "evaluate.split=heldout"])
+    asked = [Task(id=i, domain="a", prompt="q", answer="1", verifier="exact") for i in ("a/1", "a/2")]
+    check_held_out_from_policy(config, asked)
+    with pytest.raises(ValueError, match=r"1 of the 3 questions scored \(e\.g\. 'a/3'\) were not held out"):
+        check_held_out_from_policy(config, [*asked, Task(id="a/3", domain="a", prompt="q", answer="1",
+                                                         verifier="exact")])
