@@ -38,6 +38,7 @@ from conductor.config_loader import config_from_cli
 from conductor.cost_dial import policy_card, resolve_setting
 from conductor.episode import EpisodeRunner
 from conductor.evaluation import domain_table
+from conductor.evaluation import outcome_provenance as provenance
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
 from conductor.evaluation.cost_estimate import estimate
 from conductor.evaluation.earlier_outcomes import earlier_outcomes
@@ -265,6 +266,8 @@ def run(config: Config, console: Console, command: str = "") -> dict:
     with contextlib.ExitStack() as stack:
         config, sim = with_simulated_pool(config, stack)
         preset = sim.state.preset if sim else None
+        stored = provenance.stored_keys(config.evaluate.reuse, config.output.storage_options)
+        provenance.check_reused(config, sorted(skip), stored)  # the pool is known only now
         sampler = conductor_sampler(config, console, skip)
         outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
     if "oracle" in config.evaluate.methods:
@@ -287,7 +290,9 @@ def run(config: Config, console: Console, command: str = "") -> dict:
             "note": (f"Simulated pool (`{config.simulator.preset}`, worker latency "
                      f"x{config.simulator.latency_scale:g})." if simulated else ""), **extra}
     with tempfile.TemporaryDirectory() as staging:
-        paths = write_report(Path(staging), outcomes, table, meta)
+        keys = {m: stored[m] if m in skip else provenance.method_keys(config, m)
+                for m in {o.method for o in outcomes} if not is_derived(m) and (m not in skip or m in stored)}
+        paths = write_report(Path(staging), outcomes, table, meta, provenance.file_metadata(keys))
         for path in paths:
             target = out.staged(path.name)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -118,6 +118,10 @@ def test_earlier_outcomes_are_reused_not_run_again(evaluated, tmp_path, capsys):
     assert "reused from earlier evaluations" in capsys.readouterr().out
     assert evaluate_main(base + ["--set", f"evaluate.questions_per_domain={PER_DOMAIN + 1}"]) == 2
     assert "evaluate it on the same questions" in capsys.readouterr().err
+    # outcomes made under another pool are refused, not reported beside these as if comparable
+    assert evaluate_main(base + ["--set", f"evaluate.questions_per_domain={PER_DOMAIN}", "--set", "seed=1",
+                                 "--set", "evaluate.methods=[oracle,moa]"]) == 2
+    assert "were evaluated with another pool, simulator, seed" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("methods, message", [("[single,nonsense]", "evaluate.methods.1: Value error, unknown method "

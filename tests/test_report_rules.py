@@ -35,3 +35,37 @@ def test_a_worker_with_nothing_scored_is_not_the_best_single_worker():
     assert math.isnan(table["single:a"]["math"].accuracy)
     name, cell = best_of(table, "single:", "math")
     assert name == "single:b" and cell.accuracy == 0.5
+
+
+def test_a_reused_file_with_a_method_twice_on_a_question_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from conductor.evaluation.earlier_outcomes import earlier_outcomes
+
+    rows = [outcome("single:a", "q0", True), outcome("single:a", "q0", False)]
+    pq.write_table(pa.Table.from_pylist([o.row() for o in rows]), tmp_path / "old.parquet")
+    with pytest.raises(ValueError, match="has method 'single:a' twice on some question-repeat"):
+        earlier_outcomes([str(tmp_path / "old.parquet")], ["q0"], 1)
+
+
+def test_reused_rows_must_share_the_pool_and_under_this_policys_names_the_policy():
+    """Another checkpoint's rows, under their own name, sit beside this one's by design (make results-paper7);
+    rows under this evaluation's own names from another policy would be paired with its rows as one."""
+    import pytest
+
+    from conductor.config_loader import load_config
+    from conductor.evaluation.outcome_provenance import check_reused, method_keys
+
+    first = load_config("configs/train-toy.yaml", ["evaluate.policy=runs/a/policy"])
+    stored = {"conductor": method_keys(first, "conductor"), "single:toy-arith": method_keys(first, "single:toy-arith")}
+    other_checkpoint = load_config("configs/train-toy.yaml", ["evaluate.policy=runs/b/policy",
+                                                              "evaluate.conductor_name=conductor_b"])
+    check_reused(other_checkpoint, ["conductor", "single:toy-arith"], stored)
+    same_name = load_config("configs/train-toy.yaml", ["evaluate.policy=runs/b/policy"])
+    with pytest.raises(ValueError, match="conductor were evaluated with another pool"):
+        check_reused(same_name, ["conductor"], stored)
+    other_seed = load_config("configs/train-toy.yaml", ["evaluate.policy=runs/a/policy", "seed=3"])
+    with pytest.raises(ValueError, match="single:toy-arith were evaluated"):
+        check_reused(other_seed, ["single:toy-arith"], stored)

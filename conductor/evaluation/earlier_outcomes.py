@@ -32,6 +32,9 @@ def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int
             if not is_derived(row["method"]) and (row["task_id"], row["repeat"]) in wanted:
                 by_method[row["method"]].append(Outcome.from_row(row))
         for method, outcomes in by_method.items():
+            if len(outcomes) != len({(o.task_id, o.repeat) for o in outcomes}):
+                raise ValueError(f"evaluate.reuse: {path} has method {method!r} twice on some question-repeat; "
+                                 "an outcomes file holds each once")
             missing = wanted - {(o.task_id, o.repeat) for o in outcomes}
             if missing:
                 raise ValueError(f"evaluate.reuse: {path} has method {method!r} on {len(wanted) - len(missing)} of "

@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,10 +30,12 @@ FILES = ("outcomes.parquet", "report.json", "report.md", "accuracy_cost.png", "s
 
 
 def write_report(directory: Path, outcomes: Sequence[Outcome], table: dict[str, dict[str, Cell]],
-                 meta: dict[str, Any]) -> list[Path]:
+                 meta: dict[str, Any], provenance: Optional[dict[bytes, bytes]] = None) -> list[Path]:
+    """``provenance``: the outcomes file's metadata (conductor/evaluation/outcome_provenance.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / name for name in FILES]
-    pq.write_table(pa.Table.from_pylist([o.row() for o in outcomes]), paths[0])
+    rows = pa.Table.from_pylist([o.row() for o in outcomes])
+    pq.write_table(rows.replace_schema_metadata({**(rows.schema.metadata or {}), **(provenance or {})}), paths[0])
     workflows = workflow_stats(outcomes, is_conductor)
     recursion = recursion_stats(outcomes)
     paths[1].write_text(json.dumps({**as_json(table, meta), "workflows": workflows, "recursion": recursion,

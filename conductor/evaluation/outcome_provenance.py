@@ -1,0 +1,86 @@
+"""What a method's outcomes depend on, kept with them in ``outcomes.parquet`` (the file's metadata), so that
+``evaluate.reuse`` refuses rows made under another pool, simulator or seed instead of reporting them beside
+this evaluation's as if they were comparable.
+
+Every method's ``pool`` key hashes the workers it may call (ids, models, prices, sampling; not the provider's
+address), the judges, the simulator (what its workers answer, not how it is reached, paced or faulted), the
+seed, and the executor, verifier and judge settings. A Conductor's row also keeps a ``policy`` key (the policy
+and how it was sampled). Reused rows must share this evaluation's pool key; a reused Conductor row under a
+name this evaluation's policy also writes (``evaluate.conductor_name``: its root and recursive rows, which the
+report pairs) must share its policy key too, while another checkpoint's rows, under their own name, are
+reused beside it by design. The question set is checked apart (earlier_outcomes.py: every question-repeat of
+this evaluation, each once). A file written before keys were kept has none: its rows are reused unchecked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import fsspec
+import pyarrow.parquet as pq
+
+from conductor.config import Config
+from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, conductor_label, is_conductor
+
+METADATA_KEY = b"conductor.provenance"
+# how the simulator is reached, paced and faulted, and where its data lies: not what its workers answer
+SIMULATOR_TRANSPORT = {"host", "port", "api_key_env", "latency_scale", "fixed_latency_ms", "client_max_concurrency",
+                       "client_rpm", "client_tpm", "first_token_share", "rpm", "rate_window_s", "retry_after_s",
+                       "rate_limit_headers", "faults", "data_dir"}
+Keys = dict[str, str]  # "pool", and for a Conductor's row "policy": sha256 hex each
+
+
+def _digest(material: Any) -> str:
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def method_keys(config: Config, method: str) -> Keys:
+    keys = {"pool": _digest({
+        "workers": [worker.model_dump(mode="json") for worker in config.pool.workers],
+        "judges": [judge.model_dump(mode="json") for judge in config.pool.judges],
+        "simulator": config.simulator.model_dump(mode="json", exclude=SIMULATOR_TRANSPORT),
+        "seed": config.seed,
+        **{name: getattr(config, name).model_dump(mode="json") for name in ("executor", "verifier", "judge")},
+    })}
+    if is_conductor(method):
+        evaluate = config.evaluate
+        keys["policy"] = _digest({"policy": evaluate.policy, "temperature": evaluate.conductor_temperature,
+                                  "constrain_format": evaluate.constrain_format, "cost_quality": evaluate.cost_quality,
+                                  "max_new_tokens": config.rollout.max_new_tokens,
+                                  "prompt": config.prompt.model_dump(mode="json")})
+    return keys
+
+
+def file_metadata(keys: Mapping[str, Keys]) -> dict[bytes, bytes]:
+    return {METADATA_KEY: json.dumps(dict(sorted(keys.items())), sort_keys=True).encode()} if keys else {}
+
+
+def stored_keys(paths: Sequence[str], storage_options: dict[str, Any] | None = None) -> dict[str, Keys]:
+    """Each method's keys in ``paths`` (a later file wins, as its rows do); none for a file that kept none."""
+    keys: dict[str, Keys] = {}
+    for path in paths:
+        with fsspec.open(path, "rb", **(storage_options or {})) as handle:
+            metadata = pq.read_schema(handle).metadata or {}
+        keys.update(json.loads(metadata.get(METADATA_KEY, b"{}")))
+    return keys
+
+
+def check_reused(config: Config, methods: Sequence[str], stored: Mapping[str, Keys]) -> None:
+    """Every reused method made under this evaluation's pool (and, under this policy's names, by this policy);
+    else a ValueError naming them."""
+    own_names = {conductor_label(config.evaluate.conductor_name, kind) for kind in CONDUCTOR_METHODS}
+    differ = []
+    for method in methods:
+        if method not in stored:
+            continue
+        current = method_keys(config, method)
+        checked = ("pool", "policy") if method in own_names else ("pool",)
+        if any(stored[method].get(part) != current.get(part) for part in checked):
+            differ.append(method)
+    if differ:
+        raise ValueError(f"evaluate.reuse: {', '.join(sorted(differ))} were evaluated with another pool, simulator, "
+                         "seed, executor, verifier or judge (or, under this policy's names, another policy or "
+                         "sampling) than this evaluation's: run them again, or reuse a file made under this config")
