@@ -47,8 +47,12 @@ class TokenBudget:
             for r in records]
 
     def update(self, records: Sequence[RolloutRecord]) -> float:
-        """One dual step on a training step's records; returns the tokens it measured."""
-        spent = domain_mean(records, worker_tokens)
+        """One dual step on a training step's records; returns the tokens it measured. An infrastructure error's
+        episode stopped partway (its tokens say nothing of what the policy spends): left out, as from the loss."""
+        scored = [r for r in records if r.infra_error is None]
+        if not scored:
+            return 0.0
+        spent = domain_mean(scored, worker_tokens)
         step = self.settings.budget_multiplier_rate * (spent - self.budget) / 1000
         self.multiplier = min(max(self.multiplier + step, 0.0), self.settings.budget_multiplier_max)
         return spent

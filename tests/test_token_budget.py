@@ -56,6 +56,14 @@ def test_the_multiplier_rises_over_budget_falls_under_it_and_stays_within_bounds
     assert budget.multiplier == 0.0                                  # never a reward for spending
 
 
+def test_an_episode_stopped_by_an_infrastructure_error_does_not_move_the_multiplier():
+    """It stopped partway: its few tokens say nothing of what the policy spends."""
+    budget = TokenBudget.of(settings(budget_multiplier_rate=0.05))
+    assert budget.update([rec(0, "math", 2000), rec(1, "code", 100, infra="worker down")]) == pytest.approx(2000)
+    assert budget.multiplier == pytest.approx(0.03)
+    assert budget.update([rec(2, "code", 100, infra="worker down")]) == 0.0 and budget.multiplier == pytest.approx(0.03)
+
+
 def test_bad_budget_settings_are_refused_with_their_path():
     for bad in ("reward.worker_token_budget=0", "reward.budget_multiplier_rate=-1", "reward.budget_multiplier_max=0"):
         with pytest.raises(ConfigError, match=bad.split("=")[0].split(".")[1]):
