@@ -1,6 +1,6 @@
 """Create the project's virtualenv: ``python3 scripts/install_venv.py .venv``.
 
-One resolve of ``-e ".[cpu,test]"`` with uv (~30 s cold here, against ~5 min for pip: it downloads and
+One resolve of ``-e ".[cpu,test]"`` with uv (~1.5 min cold here, against ~5 min for pip: it downloads and
 installs in parallel), reading the same sources pip is configured with — find-links (where
 ``torch==2.13.0+cpu`` lies on these machines), constraints, index URLs — since uv does not read pip's
 config. Bytecode is compiled at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (these
