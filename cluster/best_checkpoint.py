@@ -22,7 +22,7 @@ measuring new policies against a number that meant something else."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 from conductor.config import Config, TrainConfig
 from conductor.rollout import SamplingSettings
@@ -76,6 +76,17 @@ def validation_row(step: int, result: RolloutStats) -> dict[str, Any]:
             "val_reward": result.mean_reward, "val_worker_tokens": result.worker_tokens_per_rollout,
             "val_domain_accuracy": result.domain_accuracy, "val_domain_reward": result.domain_reward,
             "val_domain_worker_tokens": result.domain_worker_tokens, "val_infra_errors": result.infra_errors}
+
+
+def forget_a_later_best(state: Any, saved_step: Optional[int]) -> bool:
+    """A ``best`` checkpoint saved at another step than the resumed state's ``best_step`` was written by the
+    segment that stopped after the checkpoint resumed from (``best`` is one directory, overwritten): its
+    weights are not those the state validated, and those are gone. Forget the best, so this segment's
+    validations choose it afresh; True when forgotten."""
+    if saved_step is None or saved_step == state.best_step:
+        return False
+    state.best_val, state.best_step = -1.0, -1
+    return True
 
 
 def adopt_basis(state: Any, basis: str) -> bool:

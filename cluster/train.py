@@ -139,6 +139,9 @@ class GrpoRecipe:
             self.console.print(f"resumed from {self.checkpoints.latest()} (step {self.state.step}, "
                                f"policy v{self.state.version})")
             resume_trained_log(self.out, self.state.step)
+            if best.forget_a_later_best(self.state, self.checkpoints.saved_step("best")):
+                self.console.print("[yellow]the best checkpoint was written after the one resumed from (by the "
+                                   "segment that stopped): this segment's validations choose the best afresh[/]")
         if best.adopt_basis(self.state, best.selection_basis(config)):
             self.console.print("[yellow]train.best_by or the reward changed since the best checkpoint was chosen: "
                                "the best is chosen afresh from this segment's validations[/]")
@@ -189,7 +192,7 @@ class GrpoRecipe:
 
     def train(self) -> None:
         config, state = self.config, self.state
-        segment_start = time.time()
+        self.segment_mark = time.time()
         if config.train.val_before_train and state.step == 0 and not state.evals:
             self._validate()
         self.meters.resume_training()
@@ -217,7 +220,7 @@ class GrpoRecipe:
                 if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
                     self._checkpoint(f"step-{state.step}")
         self.meters.pause_training()
-        state.wall_seconds += time.time() - segment_start
+        self._count_wall_time()
         if self.checkpoints.latest() != f"step-{state.step}":
             self._checkpoint(f"step-{state.step}")
 
@@ -329,6 +332,7 @@ class GrpoRecipe:
         from learner.learner_group import LearnerGroupFailed
 
         try:
+            self._count_wall_time()  # a checkpoint carries the segment's time so far: a resumed run adds to it
             with self.metrics.phase("checkpoint"):
                 self.checkpoints.save(self.learners.group, self.state, tag)
                 cache_occurrences.save(self.out, self.pool)
@@ -338,6 +342,11 @@ class GrpoRecipe:
             self.learners.rebuild(exc)
             self.console.print(f"[yellow]checkpoint {tag} skipped: its weights died with the learner[/]")
             return False
+
+    def _count_wall_time(self) -> None:
+        now = time.time()
+        self.state.wall_seconds += now - getattr(self, "segment_mark", now)
+        self.segment_mark = now
 
     def _count(self, key: str, amount: int = 1) -> None:
         if amount:
@@ -351,7 +360,7 @@ class GrpoRecipe:
         state = self.state
         self.chaos.stop()
         self.learners.restore_tag = self.checkpoints.latest()  # the final step's weights: train() saved them last
-        if state.best_step not in (-1, state.step):
+        if state.best_step != -1:  # even the last step's: a learner rebuilt while saving it left older weights
             self.learners.restore_tag = "best"
             chosen = self.learners.run(lambda: self.checkpoints.load(self.learners.group, "best"))
             self.learners.run(self._publish)

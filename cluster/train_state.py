@@ -76,6 +76,12 @@ class Checkpoints:
         learners.load_checkpoint(self.out, tag)
         return TrainState.from_json(self.out.read_text("checkpoints", tag, "trainer_state.json"))
 
+    def saved_step(self, tag: str) -> Optional[int]:
+        """The step a checkpoint was saved at (None: no such checkpoint)."""
+        if not self.out.exists("checkpoints", tag, "trainer_state.json"):
+            return None
+        return int(json.loads(self.out.read_text("checkpoints", tag, "trainer_state.json"))["step"])
+
     def _prune(self) -> None:
         steps = sorted((name for name in self.out.list_dirs("checkpoints") if name.startswith("step-")),
                        key=lambda name: int(name[5:]))

@@ -268,6 +268,24 @@ def test_a_best_taken_on_another_basis_is_dropped_on_resume():
     assert not adopt_basis(older, "accuracy") and older.best_step == 40
 
 
+def test_a_best_saved_after_the_checkpoint_resumed_from_is_forgotten(run_output):
+    """``best`` is one directory, overwritten: a segment killed after step 20's checkpoint may have saved step
+    30's weights there, while the state resumed from still says step 10. Evaluating ``best`` then scored
+    weights the state never validated, reported as step 10's."""
+    from cluster.best_checkpoint import forget_a_later_best
+    from cluster.train_state import Checkpoints
+
+    checkpoints = Checkpoints(run_output, keep=2)
+    assert checkpoints.saved_step("best") is None
+    run_output.write_text("checkpoints", "best", "trainer_state.json", text=TrainState(step=30, best_step=30).to_json())
+    assert checkpoints.saved_step("best") == 30
+    resumed = TrainState(step=20, best_val=0.5, best_step=10)
+    assert forget_a_later_best(resumed, checkpoints.saved_step("best"))
+    assert (resumed.best_val, resumed.best_step) == (-1.0, -1)
+    matching = TrainState(step=40, best_val=0.9, best_step=30)
+    assert not forget_a_later_best(matching, 30) and matching.best_step == 30
+
+
 def test_the_format_guard_counts_consecutive_low_steps():
     from cluster.train_state import TrainState
 
