@@ -74,32 +74,40 @@ class GroupCollector:
         wanted = self.staleness.groups_per_step
         target, taken, refills, dropped = wanted, [], 0, 0
         progress_at = time.monotonic()
-        while len(taken) < target:
-            self._admit()
+        while True:
+            while len(taken) < target:
+                self._admit()
+                oldest = max(self.staleness.oldest_usable(learner_version()), self.floor)
+                dropped += self._read_store(oldest)
+                fresh = [group for group in taken if group[0].policy_version >= oldest]
+                dropped += self._drop(len(taken) - len(fresh))
+                new = self._take(target - len(fresh))
+                taken = fresh + new
+                if new:
+                    progress_at = time.monotonic()
+                if len(taken) == target:
+                    useful = sum(has_signal(members, self.filter_zero_spread)
+                                 for group in taken for members in scored_groups(group).values())
+                    if useful < wanted and refills < self.refill_rounds:
+                        refills += 1
+                        target += wanted - useful
+                        self.staleness.discard(wanted - useful)
+                elif len(taken) < target:
+                    if not self.feed.busy and self.staleness.capacity() == 0:
+                        raise RuntimeError(f"rollouts stalled: {len(taken)} of {target} groups, none in flight "
+                                           f"({self.staleness})")
+                    if time.monotonic() - progress_at > self.stall_timeout_s:
+                        raise RuntimeError(f"no rollout group arrived for {self.stall_timeout_s:g}s (an actor that "
+                                           f"never comes back?); {self.feed.counters.given_up} request(s) given up")
+                    self._wait()
+            self._settle()
+            # settling can rebuild the learner (on_wait's actor care), which raises the floor: check again
             oldest = max(self.staleness.oldest_usable(learner_version()), self.floor)
-            dropped += self._read_store(oldest)
             fresh = [group for group in taken if group[0].policy_version >= oldest]
+            if len(fresh) == len(taken):
+                break
             dropped += self._drop(len(taken) - len(fresh))
-            new = self._take(target - len(fresh))
-            taken = fresh + new
-            if new:
-                progress_at = time.monotonic()
-            if len(taken) == target:
-                useful = sum(has_signal(members, self.filter_zero_spread)
-                             for group in taken for members in scored_groups(group).values())
-                if useful < wanted and refills < self.refill_rounds:
-                    refills += 1
-                    target += wanted - useful
-                    self.staleness.discard(wanted - useful)
-            elif len(taken) < target:
-                if not self.feed.busy and self.staleness.capacity() == 0:
-                    raise RuntimeError(f"rollouts stalled: {len(taken)} of {target} groups, none in flight "
-                                       f"({self.staleness})")
-                if time.monotonic() - progress_at > self.stall_timeout_s:
-                    raise RuntimeError(f"no rollout group arrived for {self.stall_timeout_s:g}s (an actor that never "
-                                       f"comes back?); {self.feed.counters.given_up} request(s) given up")
-                self._wait()
-        self._settle()
+            taken = fresh
         return Collected(sorted(taken, key=lambda group: request_order(group[0])), dropped, refills)
 
     def _settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:

@@ -144,3 +144,49 @@ def test_groups_written_after_their_request_was_given_up_are_not_trained_or_coun
     flat_expected = [q for step in in_order for q in step]
     assert [q for step in trained for q in step] == [q for q in flat_expected if q != flat_expected[1]][:12]
     assert counts.get("rollout_requests_failed") == 1 and counts.get("orphaned_groups_ignored") == 1
+
+
+def test_a_learner_rebuilt_while_the_step_settles_leaves_no_group_below_the_new_floor(tmp_path):
+    """In request order the collector waits for the requests in flight to sample; that wait looks after the
+    actors, which can rebuild the learner and raise the floor. The groups already taken were then trained
+    below it, two versions old at k = 1."""
+    store = ReplayStore(str(tmp_path / "store"))
+    staleness = StalenessManager(groups_per_step=2, max_staleness=1)
+    version = {"now": 1, "rebuild": False}
+
+    class Feed:
+        actors, busy, came_back, counters = [object()], False, set(), type("C", (), {"given_up": 0})()
+
+        def submit(self, request):
+            store.write([RolloutRecord(rollout_id=f"{group_id}-s{s}", group_id=group_id, question_id=task.id,
+                                       policy_version=version["now"], prompt_token_ids=[1], completion_token_ids=[2],
+                                       completion_logprobs=[-0.1], completion_text="x", format_ok=True,
+                                       correct=s == 0, reward=float(s == 0))
+                         for group_id, task in zip(request.group_ids(), request.tasks) for s in range(GROUP_SIZE)])
+            self.came_back.add(request.batch_id)
+
+        def poll(self, timeout_s):
+            return []
+
+        def take_given_up(self):
+            return []
+
+        def wait_sampled(self, timeout_s, on_wait):
+            on_wait()
+            return True
+
+    def look_after_actors():
+        if version["rebuild"]:  # as the driver's care does: a rebuilt learner publishes a new version
+            version["rebuild"] = False
+            version["now"] += 1
+            collector.raise_floor(version["now"])
+
+    collector = GroupCollector(Feed(), store, TaskSampler(TASKS, seed=7), staleness, Cursor(), segment="seg",
+                               first_version=1, questions_per_batch=1, refill_rounds=0, filter_zero_spread=False,
+                               on_wait=look_after_actors, count=lambda name, n: None, in_request_order=True)
+    collector.collect(lambda: version["now"])
+    version["now"] += 1
+    staleness.publish()
+    version["rebuild"] = True
+    groups = collector.collect(lambda: version["now"]).groups
+    assert [group[0].policy_version for group in groups] == [version["now"]] * 2
