@@ -108,6 +108,7 @@ class GroupCollector:
                 break
             dropped += self._drop(len(taken) - len(fresh))
             taken = fresh
+            progress_at = time.monotonic()  # settling may have taken minutes: the stall clock starts again
         return Collected(sorted(taken, key=lambda group: request_order(group[0])), dropped, refills)
 
     def _settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:

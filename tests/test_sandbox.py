@@ -52,6 +52,17 @@ def test_asyncio_programs_still_work():
     assert result.ok and result.stdout.strip() == "7"
 
 
+@requires_every_layer
+def test_a_program_that_copies_its_own_files_still_works():
+    """shutil.copy sets the copy's mode and copy2 its times too: those calls succeed without effect, rather
+    than fail a correct program (they are refused their effect so that no host file's mode can change)."""
+    program = ("import shutil, pathlib\npathlib.Path('a').write_text('x')\nshutil.copy('a', 'b')\n"
+               "shutil.copy2('a', 'c')\npathlib.Path('d').mkdir()\nshutil.copytree('d', 'e')\n"
+               "print(open('b').read() + open('c').read())")
+    result = run_python(program, limits=LIMITS)
+    assert result.ok and result.stdout.strip() == "xx", result.stderr
+
+
 def test_infinite_loop_is_stopped():
     result = run_python("while True:\n    pass", limits=LIMITS)
     assert result.timed_out and not result.ok and result.duration_s < LIMITS.wall_s + 2

@@ -25,10 +25,10 @@ Layers, each a kernel mechanism, applied in this order (the report names each on
    (only a connected AF_UNIX stream pair, which reaches nothing: asyncio needs it), no signal to any
    other pid, no ptrace or cross-process memory access, no io_uring (its operations bypass seccomp),
    no mount/namespace/keyring/bpf/perf/userfaultfd calls, no new session or process group, no memfd, no
-   change to any file's mode, owner, times or extended attributes (Landlock does not govern them, and the
-   program owns what its host user owns), no System V shared memory, message queue or semaphore (their
-   memory is outside ``RLIMIT_AS``), no inotify/fanotify watch; any non-native syscall ABI (int 0x80,
-   x32) kills the process.
+   change to any file's owner or extended attributes, and a change of mode or times succeeds without
+   effect (Landlock governs none of these, and the program owns what its host user owns; shutil.copy sets
+   both on its own copies), no System V shared memory, message queue or semaphore (their memory is outside
+   ``RLIMIT_AS``), no inotify/fanotify watch; any non-native syscall ABI (int 0x80, x32) kills the process.
 
 The program runs only after every layer above has been attempted and reported; with
 ``require_isolation`` a missing layer makes the bootstrap exit with ISOLATION_UNAVAILABLE (97) instead, and
@@ -179,15 +179,20 @@ _DENIED = (
     "request_key", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig",
     "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr", "setsid", "setpgid", "memfd_create",
     "memfd_secret", "name_to_handle_at", "open_by_handle_at", "fanotify_init", "quotactl", "acct",
-    # a file's mode, owner, times and extended attributes: Landlock governs none of them
-    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
-    "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat", "removexattr",
+    # a file's owner and extended attributes: Landlock governs neither (modes and times: _IGNORED)
+    "chown", "fchown", "lchown", "fchownat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat", "removexattr",
     "lremovexattr", "fremovexattr", "removexattrat",
     # System V IPC: shared memory outside RLIMIT_AS, queues and semaphores in kernel memory
     "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop",
     "semctl",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_mark",
 )
+
+
+# A file's mode and times: Landlock governs neither, and the program owns what its host user owns (a root
+# host's every file), so a mode change could make a host file setuid or world-writable. They succeed without
+# doing anything: shutil.copy and copy2 set them on the program's own copies, and a refusal would fail them.
+_IGNORED = ("chmod", "fchmod", "fchmodat", "fchmodat2", "utime", "utimes", "utimensat", "futimesat")
 
 
 def restrict_syscalls(own_pid):
@@ -199,11 +204,12 @@ def restrict_syscalls(own_pid):
     try:
         rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
         rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
-        for name in _DENIED:
-            try:
-                rules.add_rule(deny, name)
-            except (OSError, ValueError):
-                pass  # a syscall this kernel/libseccomp does not know cannot be called either
+        for action, names in ((deny, _DENIED), (seccomp.ERRNO(0), _IGNORED)):
+            for name in names:
+                try:
+                    rules.add_rule(action, name)
+                except (OSError, ValueError):
+                    pass  # a syscall this kernel/libseccomp does not know cannot be called either
         rules.add_rule(deny, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
         rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # glibc falls back to clone, filtered above
         for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
