@@ -64,8 +64,9 @@ def test_reused_rows_must_share_the_pool_and_under_this_policys_names_the_policy
                                                               "evaluate.conductor_name=conductor_b"])
     check_reused(other_checkpoint, ["conductor", "single:toy-arith"], stored)
     same_name = load_config("configs/train-toy.yaml", ["evaluate.policy=runs/b/policy"])
-    with pytest.raises(ValueError, match="conductor were evaluated with another pool"):
+    with pytest.raises(ValueError, match="conductor came from another policy or sampling"):
         check_reused(same_name, ["conductor"], stored)
+    check_reused(load_config("configs/train-toy.yaml", []), ["conductor"], stored)  # no policy runs: read only
     other_seed = load_config("configs/train-toy.yaml", ["evaluate.policy=runs/a/policy", "seed=3"])
     with pytest.raises(ValueError, match="single:toy-arith were evaluated"):
         check_reused(other_seed, ["single:toy-arith"], stored)

@@ -69,18 +69,18 @@ def stored_keys(paths: Sequence[str], storage_options: dict[str, Any] | None = N
 
 
 def check_reused(config: Config, methods: Sequence[str], stored: Mapping[str, Keys]) -> None:
-    """Every reused method made under this evaluation's pool (and, under this policy's names, by this policy);
-    else a ValueError naming them."""
+    """Every reused method made under this evaluation's pool, and, where this evaluation runs a policy, no row
+    under its names made by another; else a ValueError naming them."""
+    known = [m for m in methods if m in stored]
+    pool = sorted(m for m in known if stored[m].get("pool") != method_keys(config, m)["pool"])
+    if pool:
+        raise ValueError(f"evaluate.reuse: {', '.join(pool)} were evaluated with another pool, simulator, seed, "
+                         "executor, verifier or judge than this evaluation's: run them again, or reuse a file made "
+                         "under this config")
     own_names = {conductor_label(config.evaluate.conductor_name, kind) for kind in CONDUCTOR_METHODS}
-    differ = []
-    for method in methods:
-        if method not in stored:
-            continue
-        current = method_keys(config, method)
-        checked = ("pool", "policy") if method in own_names else ("pool",)
-        if any(stored[method].get(part) != current.get(part) for part in checked):
-            differ.append(method)
-    if differ:
-        raise ValueError(f"evaluate.reuse: {', '.join(sorted(differ))} were evaluated with another pool, simulator, "
-                         "seed, executor, verifier or judge (or, under this policy's names, another policy or "
-                         "sampling) than this evaluation's: run them again, or reuse a file made under this config")
+    other = sorted(m for m in known if config.evaluate.policy and m in own_names
+                   and stored[m].get("policy") != method_keys(config, m).get("policy"))
+    if other:
+        raise ValueError(f"evaluate.reuse: {', '.join(other)} came from another policy or sampling than "
+                         "evaluate.policy's, under the names this evaluation writes (the report pairs them): name "
+                         "this checkpoint with evaluate.conductor_name (e.g. conductor_new)")
