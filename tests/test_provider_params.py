@@ -6,62 +6,32 @@ Against a small HTTP server that refuses as OpenAI does, through the real provid
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from conductor.config import ProviderSpec, SamplingParams, WorkerSpec
 from conductor.pool import WorkerCallError
 from conductor.provider_client import ProviderClient
+from tests.support.reply_server import ReplyServer, completion
 
 
-class ReasoningModelServer:
-    """Answers like OpenAI's reasoning models: a 400 naming the parameter for ``max_tokens``, a temperature
-    other than 1 or a top_p; an answer otherwise. Keeps each request body."""
-
-    def __init__(self):
-        self.bodies: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.bodies.append(body)
-                refused = ("max_tokens" if "max_tokens" in body else
-                           "temperature" if body.get("temperature", 1) != 1 else
-                           "top_p" if "top_p" in body else None)
-                if refused:
-                    status, reply = 400, {"error": {"message": f"Unsupported parameter: '{refused}'",
-                                                    "type": "invalid_request_error", "param": refused,
-                                                    "code": "unsupported_parameter"}}
-                else:
-                    status, reply = 200, {
-                        "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "42"}}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.http.server_port}/v1"
+def reasoning_model(body):
+    """As OpenAI's reasoning models answer: a 400 naming the parameter for ``max_tokens``, a temperature other
+    than 1 or a top_p; an answer otherwise."""
+    refused = ("max_tokens" if "max_tokens" in body else
+               "temperature" if body.get("temperature", 1) != 1 else
+               "top_p" if "top_p" in body else None)
+    if refused:
+        return 400, {"error": {"message": f"Unsupported parameter: '{refused}'", "type": "invalid_request_error",
+                               "param": refused, "code": "unsupported_parameter"}}
+    return 200, completion(body["model"], "42", completion_tokens=1)
 
 
 @pytest.fixture
 def server():
-    running = ReasoningModelServer()
+    running = ReplyServer(reasoning_model)
     yield running
-    running.http.shutdown()
+    running.close()
 
 
 def call(server, sampling, params=None):

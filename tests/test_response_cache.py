@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -27,6 +24,7 @@ from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.simulator_config import SimulatorConfig
 from conductor.workflow import parse_workflow
+from tests.support.reply_server import ReplyServer, completion
 
 TOY = SimulatorConfig(preset="toy", port=0, latency_scale=0.0, toy_items_per_domain=10)
 
@@ -225,44 +223,19 @@ def test_an_answer_cut_off_or_an_error_is_never_stored(sim, tmp_path):
     assert not list(tmp_path.rglob("*.parquet"))
 
 
-class RefusingServer:
-    """An OpenAI-compatible server that refuses: a ``refusal`` beside the text, or a ``content_filter``
-    finish. The simulator has neither."""
-
-    def __init__(self):
-        self.requests = 0
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests += 1
-                content, refusal, finish = {
-                    "r": ("Sorry.", "I cannot help with that.", "stop"),  # a refusal beside the text
-                    "n": (None, "I cannot help with that.", "stop"),  # OpenAI's refusal: no content at all
-                    "e": (None, None, "stop"),  # billed, yet no answer in it
-                }.get(body["model"], ("Sorry.", None, "content_filter"))
-                reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                         "choices": [{"index": 0, "finish_reason": finish, "message": {
-                             "role": "assistant", "content": content, "refusal": refusal}}],
-                         "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.http.server_port}/v1"
+def refusing(body):
+    """A refusal beside the text, OpenAI's refusal with no content, a billed reply with no answer, or a
+    ``content_filter`` finish, by the model asked. The simulator has none of them."""
+    content, refusal, finish = {
+        "r": ("Sorry.", "I cannot help with that.", "stop"),
+        "n": (None, "I cannot help with that.", "stop"),
+        "e": (None, None, "stop"),
+    }.get(body["model"], ("Sorry.", None, "content_filter"))
+    return 200, completion(body["model"], content, finish, refusal)
 
 
 def test_a_refusal_is_never_stored(tmp_path):
-    server = RefusingServer()
+    server = ReplyServer(refusing)
     try:
         spec = ProviderSpec(id="p", base_url=server.base_url, max_retries=0)
         workers = [WorkerSpec(id=name, description="d", provider="p") for name in ("r", "f")]
@@ -274,13 +247,13 @@ def test_a_refusal_is_never_stored(tmp_path):
             assert not any(r.cached for r in results)
         assert server.requests == 4 and not list(tmp_path.rglob("*.parquet"))
     finally:
-        server.http.shutdown()
+        server.close()
 
 
 def test_a_refusal_without_text_is_counted_once_and_an_empty_answer_is_counted_at_every_attempt(tmp_path):
     """OpenAI sends a refusal as ``content: null`` beside ``refusal``: one billed answer, not a malformed
     response to retry uncounted. A reply with usage but no content is a failure, yet each attempt was billed."""
-    server = RefusingServer()
+    server = ReplyServer(refusing)
     try:
         spec = ProviderSpec(id="p", base_url=server.base_url, max_retries=2, backoff_base_s=0.01,
                             backoff_max_s=0.02)
@@ -303,7 +276,7 @@ def test_a_refusal_without_text_is_counted_once_and_an_empty_answer_is_counted_a
         assert server.requests == 4  # the refusal once, the empty answer at each of its three attempts
         assert client.stats["cost_usd"] == pytest.approx(4 * 7e-3)
     finally:
-        server.http.shutdown()
+        server.close()
 
 
 async def _both(client):
