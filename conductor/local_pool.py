@@ -11,16 +11,13 @@ from typing import Any, Optional, TypeVar
 from conductor.config import PoolConfig
 from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 from conductor.provider_client import ProviderClient
-from conductor.response_cache import CachedClient, with_cache
+from conductor.response_cache import with_cache
 
 
 class LocalPool:
-    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None,
-                 occurrences: Optional[dict[str, dict[str, int]]] = None):
-        """``occurrences``: per provider, the response cache's counts to start from (a resumed run's)."""
+    def __init__(self, config: PoolConfig, *, seed: Optional[int] = None):
         routes = config.routes()
-        self.providers = {spec.id: with_cache(ProviderClient(spec, routes[spec.id], seed=seed), config.cache,
-                                              seen=(occurrences or {}).get(spec.id))
+        self.providers = {spec.id: with_cache(ProviderClient(spec, routes[spec.id], seed=seed), config.cache)
                           for spec in config.providers}
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
 
@@ -33,10 +30,6 @@ class LocalPool:
 
     def stats(self) -> dict[str, dict[str, Any]]:
         return {pid: client.snapshot() for pid, client in self.providers.items()}
-
-    def occurrences(self) -> dict[str, dict[str, int]]:
-        """Per provider behind the response cache, its count of each request so far."""
-        return {pid: client.occurrences() for pid, client in self.providers.items() if isinstance(client, CachedClient)}
 
     async def close(self) -> None:
         for client in self.providers.values():

@@ -46,12 +46,14 @@ def request_digest(provider: str, model: str, messages: Messages, sampling: dict
 
 
 def cacheable(result: Union[ChatResult, StoredAnswer]) -> bool:
-    """Whether an answer may be stored and served: not cut off or refused, and text Parquet can hold (a lone
-    surrogate, e.g. half an emoji, is a valid Python string but not UTF-8)."""
-    if result.finish_reason in NOT_CACHED:
-        return False
+    return result.finish_reason not in NOT_CACHED
+
+
+def storable(text: str) -> bool:
+    """Text Parquet can hold: a lone surrogate (half an emoji) is a valid Python string but not UTF-8. Stored
+    answers are UTF-8 already: only new ones are checked."""
     try:
-        result.text.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
@@ -129,7 +131,7 @@ class CachedClient:
                           finish_reason=answer.finish_reason, reasoning_tokens=answer.reasoning_tokens, cached=True)
 
     def _keep(self, key: Key, worker_id: str, model: str, result: ChatResult) -> None:
-        if not cacheable(result):
+        if not (cacheable(result) and storable(result.text)):
             self.stats.uncacheable += 1
             return
         answer = StoredAnswer(result.text, result.prompt_tokens, result.completion_tokens, result.reasoning_tokens,

@@ -16,7 +16,7 @@ from conductor.executor import WorkflowExecutor
 from conductor.local_pool import LocalPool
 from conductor.pool import ChatResult, ReplayMiss, WorkerCallError
 from conductor.provider_client import ProviderClient
-from conductor.response_cache import CachedClient, cacheable, combined_stats, request_digest
+from conductor.response_cache import CachedClient, cacheable, combined_stats, request_digest, storable
 from conductor.response_cache_config import ResponseCacheConfig
 from conductor.response_store import NewEntry, ResponseStore, StoredAnswer
 from conductor.roster import Roster
@@ -130,13 +130,13 @@ def test_a_resumed_run_counts_on_from_its_kept_occurrences_and_never_serves_itse
     """A resumed run's pool starts from the counts its checkpoint kept (cluster/cache_occurrences.py): its
     next identical request is the third of the run, a new call, as in the unbroken run; counted from zero it
     would be served the first segment's answers again."""
-    worker = sim.state.preset.workers[0].name
-    first = sim_pool(sim, tmp_path)
+    spec = simulated_pool_config(sim.state.preset, sim.base_url)
+    worker, config = spec.workers[0].id, ResponseCacheConfig(mode="read-write", path=str(tmp_path))
+    first = CachedClient(ProviderClient(spec.providers[0], spec.workers), config)
     before = run(first, [(worker, ask("same")), (worker, ask("same"))])
-    [counts] = first.occurrences().values()
+    counts = first.occurrences()
     assert list(counts.values()) == [2]
-    resumed = LocalPool(simulated_pool_config(sim.state.preset, sim.base_url).model_copy(update={
-        "cache": ResponseCacheConfig(mode="read-write", path=str(tmp_path))}), occurrences={"sim": counts})
+    resumed = CachedClient(ProviderClient(spec.providers[0], spec.workers), config, seen=counts)
     served_before = served(sim)
     after = run(resumed, [(worker, ask("same"))])
     assert served(sim) == served_before + 1 and not after[0].cached and len(before) == 2
@@ -338,7 +338,7 @@ def test_an_answer_that_is_not_utf8_is_served_but_never_stored(tmp_path):
     """A lone surrogate (half an emoji, as JSON's "\\ud83d" decodes) is a Python string Parquet cannot hold:
     stored, it would make every later shard write fail."""
     broken = ChatResult("half \ud83d an emoji", 1, 1, 0.0)
-    assert not cacheable(broken) and cacheable(dataclasses.replace(broken, text="whole"))
+    assert cacheable(broken) and not storable(broken.text) and storable(dataclasses.replace(broken, text="whole").text)
     assert request_digest("p", "m", [{"role": "user", "content": broken.text}], {}) != request_digest(
         "p", "m", [{"role": "user", "content": "half"}], {})
 
