@@ -35,18 +35,9 @@ class SamplingParams(Section):
                                  "OpenAI's reasoning models refuse any but their default")
 
     def call_defaults(self) -> dict[str, Any]:
-        """The settings every call starts from (a call's own override them)."""
+        """The settings every call starts from (a call's own override them); how they are sent:
+        conductor/provider_client.py, ``on_the_wire``."""
         return {"temperature": self.temperature, "max_tokens": self.max_tokens, "top_p": self.top_p}
-
-    def on_the_wire(self, request: dict[str, Any]) -> dict[str, Any]:
-        """``request`` as this provider takes it: the reply limit under its name, no sampling it refuses."""
-        wire = dict(request)
-        if self.fixed_sampling:
-            wire.pop("temperature", None)
-            wire.pop("top_p", None)
-        if self.token_limit_param != "max_tokens" and "max_tokens" in wire:
-            wire[self.token_limit_param] = wire.pop("max_tokens")
-        return wire
 
 
 class ProviderSpec(Section):
@@ -109,10 +100,8 @@ class PoolConfig(Section):
                           if w.provider is not None and w.provider not in known})
         if unknown:
             raise ValueError(f"workers name unknown providers {unknown}; defined: {sorted(known)}")
-        unrouted = [w.id for w in (*self.workers, *self.judges) if w.provider is None]
-        if self.providers and unrouted:  # found here, not when the pool is built after the warm start
-            raise ValueError(f"workers without a provider cannot be called: {unrouted}; "
-                             f"providers: {sorted(known)}")
+        if self.providers:
+            self.routes()  # every worker reachable: found at load, not when the pool is built after the warm start
         if self.subset_size is not None and self.workers and self.subset_size > len(self.workers):
             raise ValueError(f"subset_size {self.subset_size} > number of workers {len(self.workers)}")
         return self

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import openai
 
-from conductor.config import ProviderSpec, WorkerSpec
+from conductor.config import ProviderSpec, SamplingParams, WorkerSpec
 from conductor.config_section import shown_env_name
 from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 from conductor.rate_limits import LimitWaitTooLong, Permit, ProviderLimits
@@ -53,6 +53,18 @@ async def _add_send_trace(request: Any) -> None:
 
 def estimate_prompt_tokens(messages: Messages) -> int:
     return sum(len(m.get("content") or "") // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE for m in messages)
+
+
+def on_the_wire(sampling: SamplingParams, request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` as the worker's provider takes it: the reply limit under its name (OpenAI's reasoning models
+    take ``max_completion_tokens``), no sampling it refuses (``fixed_sampling``)."""
+    wire = dict(request)
+    if sampling.fixed_sampling:
+        wire.pop("temperature", None)
+        wire.pop("top_p", None)
+    if sampling.token_limit_param != "max_tokens" and "max_tokens" in wire:
+        wire[sampling.token_limit_param] = wire.pop("max_tokens")
+    return wire
 
 
 def finish_reason(reported: Optional[str]) -> Optional[str]:
@@ -173,7 +185,7 @@ class ProviderClient:
         try:
             raw = await self.client.chat.completions.with_raw_response.create(
                 model=worker.model_name, messages=messages, timeout=timeout,
-                extra_headers={"x-conductor-call-id": call_id}, **worker.sampling.on_the_wire(request))
+                extra_headers={"x-conductor-call-id": call_id}, **on_the_wire(worker.sampling, request))
             self._observe_limits(raw.headers)
             completion = raw.parse()
             text = completion.choices[0].message.content
@@ -207,7 +219,7 @@ class ProviderClient:
                 raw = await self.client.chat.completions.with_raw_response.create(
                     model=worker.model_name, messages=messages, timeout=timeout, stream=True,
                     stream_options={"include_usage": True}, extra_headers={"x-conductor-call-id": call_id},
-                    **worker.sampling.on_the_wire(request))
+                    **on_the_wire(worker.sampling, request))
                 self._observe_limits(raw.headers)
                 async for chunk in raw.parse():
                     usage = chunk.usage or usage

@@ -129,8 +129,7 @@ class Orchestrator:
 
     def model(self, name: str) -> ServedModel:
         if name not in self.models:
-            shown = name[:64] + ("..." if len(name) > 64 else "")  # echoed text is cut, as everywhere
-            raise ApiError(404, f"The model '{shown}' does not exist. Served: {', '.join(sorted(self.models))}.",
+            raise ApiError(404, f"The model '{name[:64]}' does not exist. Served: {', '.join(sorted(self.models))}.",
                            param="model", code="model_not_found")
         return self.models[name]
 
@@ -139,7 +138,7 @@ class Orchestrator:
         if controls.workers is not None:
             outside = sorted(set(controls.workers) - set(allowed))
             if outside:
-                shown = [worker[:64] for worker in outside[:5]] + (["..."] if len(outside) > 5 else [])
+                shown = [worker[:64] for worker in outside[:5]]
                 raise ApiError(400, f"conductor.workers: {shown} not available to model {model.name}; "
                                f"it may use {allowed}", param="conductor.workers", code="invalid_value")
             allowed = [w for w in allowed if w in controls.workers]
