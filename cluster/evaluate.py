@@ -258,7 +258,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
     check_held_out_from_policy(config, tasks)
     config, menu = with_table_rows(config)
     out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
-    earlier = earlier_outcomes(config.evaluate.reuse, [t.id for t in tasks], config.evaluate.repeats,
+    earlier, stored = earlier_outcomes(config.evaluate.reuse, [t.id for t in tasks], config.evaluate.repeats,
                                config.output.storage_options)
     skip = frozenset(o.method for o in earlier)
     if skip:
@@ -266,7 +266,6 @@ def run(config: Config, console: Console, command: str = "") -> dict:
     with contextlib.ExitStack() as stack:
         config, sim = with_simulated_pool(config, stack)
         preset = sim.state.preset if sim else None
-        stored = provenance.stored_keys(config.evaluate.reuse, config.output.storage_options)
         provenance.check_reused(config, sorted(skip), stored)  # the pool is known only now
         sampler = conductor_sampler(config, console, skip)
         outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
@@ -290,8 +289,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
             "note": (f"Simulated pool (`{config.simulator.preset}`, worker latency "
                      f"x{config.simulator.latency_scale:g})." if simulated else ""), **extra}
     with tempfile.TemporaryDirectory() as staging:
-        keys = {m: stored[m] if m in skip else provenance.method_keys(config, m)
-                for m in {o.method for o in outcomes} if not is_derived(m) and (m not in skip or m in stored)}
+        keys = provenance.written_keys(config, {o.method for o in outcomes if not is_derived(o.method)}, skip, stored)
         paths = write_report(Path(staging), outcomes, table, meta, provenance.file_metadata(keys))
         for path in paths:
             target = out.staged(path.name)

@@ -17,16 +17,20 @@ import fsspec
 import pyarrow.parquet as pq
 
 from conductor.evaluation.outcome import Outcome
+from conductor.evaluation.outcome_provenance import Keys, keys_in
 from conductor.evaluation.registry import is_derived
 
 
 def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int,
-                     storage_options: dict[str, Any] | None = None) -> list[Outcome]:
+                     storage_options: dict[str, Any] | None = None) -> tuple[list[Outcome], dict[str, Keys]]:
+    """The reused rows, and each reused method's keys where its file kept them (outcome_provenance.py)."""
     wanted = {(task_id, repeat) for task_id in task_ids for repeat in range(repeats)}
     found: dict[str, list[Outcome]] = {}
+    keys: dict[str, Keys] = {}
     for path in paths:
         with fsspec.open(path, "rb", **(storage_options or {})) as handle:
-            rows = pq.read_table(handle).to_pylist()
+            table = pq.read_table(handle)
+        rows, file_keys = table.to_pylist(), keys_in(table.schema.metadata)
         by_method: dict[str, list[Outcome]] = defaultdict(list)
         for row in rows:
             if not is_derived(row["method"]) and (row["task_id"], row["repeat"]) in wanted:
@@ -40,5 +44,8 @@ def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int
                 raise ValueError(f"evaluate.reuse: {path} has method {method!r} on {len(wanted) - len(missing)} of "
                                  f"this evaluation's {len(wanted)} question-repeats; evaluate it on the same "
                                  "questions (split, seed, questions_per_domain, repeats)")
-            found[method] = outcomes  # a later file wins
-    return [o for outcomes in found.values() for o in outcomes]
+            found[method] = outcomes  # a later file wins, with its keys (or none)
+            keys.pop(method, None)
+            if method in file_keys:
+                keys[method] = file_keys[method]
+    return [o for outcomes in found.values() for o in outcomes], keys
