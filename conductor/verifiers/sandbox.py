@@ -59,6 +59,13 @@ class SandboxLimits:
     # the host user can (a parent's /proc/<pid>/environ and its API keys among them)
     require_confined_reads: bool = True
 
+    @property
+    def required_layers(self) -> tuple[str, ...]:
+        """The layers without which the program is not run (the bootstrap exits first)."""
+        if self.require_isolation:
+            return LAYERS
+        return ("landlock_filesystem",) if self.require_confined_reads else ()
+
 
 @dataclass
 class SandboxResult:
@@ -86,8 +93,7 @@ def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLim
     settings = {"workdir": workdir, "program_fd": program_fd, "report_fd": report_write,
                 "memory_mb": limits.memory_mb, "cpu_s": limits.cpu_s, "file_mb": limits.file_mb,
                 "disk_mb": limits.disk_mb, "max_files": limits.max_files,
-                "max_open_files": limits.max_open_files, "require_isolation": limits.require_isolation,
-                "require_confined_reads": limits.require_confined_reads}
+                "max_open_files": limits.max_open_files, "required_layers": list(limits.required_layers)}
     started = time.monotonic()
     try:
         process = subprocess.Popen(
@@ -116,15 +122,18 @@ def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLim
                            time.monotonic() - started, isolation, truncated, pid=process.pid)
     if not isolation:
         result.infra_error = "the sandbox did not start the program (no isolation report)"
-    elif returncode == ISOLATION_UNAVAILABLE_EXIT and limits.require_isolation and not all(isolation.values()):
-        missing = ", ".join(name for name, applied in isolation.items() if not applied)
-        result.infra_error = f"refused: isolation layers unavailable on this host: {missing}"
-    elif returncode == ISOLATION_UNAVAILABLE_EXIT and limits.require_confined_reads \
-            and not isolation.get("landlock_filesystem"):
-        result.infra_error = ("refused: Landlock is unavailable on this host (a kernel before 5.13, or without the "
-                              "LSM), so model-written code could read every file the host user can; "
-                              "verifier.allow_unconfined_code_reads=true runs it anyway")
+    elif returncode == ISOLATION_UNAVAILABLE_EXIT and any(not isolation.get(n) for n in limits.required_layers):
+        result.infra_error = _refusal(limits, isolation)
     return result
+
+
+def _refusal(limits: SandboxLimits, isolation: dict[str, bool]) -> str:
+    if limits.require_isolation:
+        missing = ", ".join(name for name, applied in isolation.items() if not applied)
+        return f"refused: isolation layers unavailable on this host: {missing}"
+    return ("refused: Landlock is unavailable on this host (a kernel before 5.13, or without the LSM), so "
+            "model-written code could read every file the host user can; verifier.allow_unconfined_code_reads=true "
+            "runs it anyway")
 
 
 def _remove(workdir: str) -> None:

@@ -30,10 +30,10 @@ Layers, each a kernel mechanism, applied in this order (the report names each on
    both on its own copies), no System V shared memory, message queue or semaphore (their memory is outside
    ``RLIMIT_AS``), no inotify/fanotify watch; any non-native syscall ABI (int 0x80, x32) kills the process.
 
-The program runs only after every layer above has been attempted and reported; with
-``require_isolation`` a missing layer makes the bootstrap exit with ISOLATION_UNAVAILABLE (97) instead, and
-with ``require_confined_reads`` (the default) so does a missing ``landlock_filesystem``, the one layer that
-stops reads.
+The program runs only after every layer above has been attempted and reported; a missing layer the host
+names in ``required_layers`` (every one with ``require_isolation``; by default ``landlock_filesystem``, the
+one that stops reads: conductor/verifiers/sandbox.py) makes the bootstrap exit with ISOLATION_UNAVAILABLE
+(97) instead.
 Running untrusted code is this sandbox's purpose, and it happens only here, at the end.
 """
 
@@ -251,9 +251,7 @@ def main():
     layers["seccomp"] = restrict_syscalls(os.getpid())
     with os.fdopen(report_fd, "w") as report:
         report.write(json.dumps(layers))
-    if settings.get("require_isolation") and not all(layers.values()):
-        sys.exit(ISOLATION_UNAVAILABLE)
-    if settings.get("require_confined_reads") and not layers["landlock_filesystem"]:
+    if any(not layers.get(name) for name in settings.get("required_layers", ())):
         sys.exit(ISOLATION_UNAVAILABLE)
     sys.argv = ["solution.py"]
     namespace = {"__name__": "__main__", "__file__": "solution.py", "__builtins__": __builtins__}
