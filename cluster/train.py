@@ -72,6 +72,7 @@ class GrpoRecipe:
         self.out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
         self.stack = contextlib.ExitStack()
         self.started = time.time()
+        self.segment_mark: float | None = None  # while train() runs: when its wall time was last counted
         self.reissued_counted = 0            # re-issued rollout requests already added to state.faults
         self.stopped = None                  # the spend cap's BudgetStop, when it ended the loop early
         self.phases: dict[str, float] = {}   # setup's and finish's seconds by phase (summary.json run_phases_s)
@@ -221,6 +222,7 @@ class GrpoRecipe:
                     self._checkpoint(f"step-{state.step}")
         self.meters.pause_training()
         self._count_wall_time()
+        self.segment_mark = None
         if self.checkpoints.latest() != f"step-{state.step}":
             self._checkpoint(f"step-{state.step}")
 
@@ -344,9 +346,10 @@ class GrpoRecipe:
             return False
 
     def _count_wall_time(self) -> None:
-        now = time.time()
-        self.state.wall_seconds += now - getattr(self, "segment_mark", now)
-        self.segment_mark = now
+        if self.segment_mark is not None:
+            now = time.time()
+            self.state.wall_seconds += now - self.segment_mark
+            self.segment_mark = now
 
     def _count(self, key: str, amount: int = 1) -> None:
         if amount:

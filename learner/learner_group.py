@@ -47,7 +47,7 @@ class LearnerGroup:
         from learner.learner_rank import LearnerRank
 
         self.config, self.timeout_s = config, timeout_s
-        self.plan_texts = None  # to count the plan-line tokens kept out of the loss out of its normaliser too
+        self.plan_texts = None  # to mark the plan-line tokens kept out of the loss (``train_plan_line`` false)
         if not config.train_plan_line:
             from transformers import AutoTokenizer
 
@@ -113,7 +113,7 @@ class LearnerGroup:
                                            first_round_weight=self.config.first_round_weight)
         if not sequences:
             return LearnerStats.skipped_step(), stats
-        if self.plan_texts is not None:  # the ranks mark the same positions (learner/zero_rank.py)
+        if self.plan_texts is not None:  # marked once, here: the loss's normaliser counts without them too
             sequences = [dataclasses.replace(s, untrained=self.plan_texts.plan_positions(s.completion_ids))
                          for s in sequences]
         plan = plan_step(sequences, self.config.ranks, self.config.mini_batches, self.config.aggregation)

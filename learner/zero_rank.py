@@ -123,7 +123,7 @@ class ZeroRank:
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
         self.reference = None
         self.token_texts = None
-        if config.worker_id_kl_coef > 0 or not config.train_plan_line or config.later_worker_kl_coef is not None:
+        if config.worker_id_kl_coef > 0 or config.later_worker_kl_coef is not None:
             from transformers import AutoTokenizer
 
             self.token_texts = TokenTexts(AutoTokenizer.from_pretrained(model_path))
@@ -144,12 +144,11 @@ class ZeroRank:
 
     def _collate(self, sequences: Sequence[TrainSequence]):
         """A micro-batch's tensors, on the engine's device (host memory on CPU, the rank's GPU with NCCL)."""
-        if self.token_texts is not None:
-            texts, keep_plan = self.token_texts, self.config.train_plan_line
+        if self.token_texts is not None:  # the plan line's ``untrained`` positions come marked (learner_group.py)
+            texts = self.token_texts
             first_only = self.config.worker_id_kl_scope == "first"
             later = self.config.later_worker_kl_coef is not None
             sequences = [dataclasses.replace(s, worker_choice=texts.choice_positions(s.completion_ids, first_only),
-                                             untrained=() if keep_plan else texts.plan_positions(s.completion_ids),
                                              later_workers=texts.later_positions(s.completion_ids) if later else ())
                          for s in sequences]
         batch = collate_shared(sequences, self.pad_id) if self.shared_prompt else collate(sequences, self.pad_id)
