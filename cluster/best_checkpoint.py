@@ -78,6 +78,19 @@ def validation_row(step: int, result: RolloutStats) -> dict[str, Any]:
             "val_domain_worker_tokens": result.domain_worker_tokens, "val_infra_errors": result.infra_errors}
 
 
+def void_best(state: Any, basis: str, saved_step: Optional[int]) -> Optional[str]:
+    """Why a (resumed) state's best cannot stand, having forgotten it, or None: chosen on another basis
+    (``adopt_basis``), or its checkpoint overwritten since (``forget_a_later_best``; ``saved_step``: the step
+    the ``best`` checkpoint was saved at, None when there is none or the run is fresh)."""
+    basis_changed = adopt_basis(state, basis)
+    overwritten = forget_a_later_best(state, saved_step)
+    if basis_changed:
+        return "train.best_by or the reward changed since the best checkpoint was chosen"
+    if overwritten:
+        return "the best checkpoint was written after the one resumed from (by the segment that stopped)"
+    return None
+
+
 def forget_a_later_best(state: Any, saved_step: Optional[int]) -> bool:
     """A ``best`` checkpoint saved at another step than the resumed state's ``best_step`` was written by the
     segment that stopped after the checkpoint resumed from (``best`` is one directory, overwritten): its

@@ -135,17 +135,16 @@ class GrpoRecipe:
             self.learners = LearnerKeeper(self._start_learners, self.checkpoints, config.train.max_learner_restarts,
                                           restarts=lambda: self.state.faults.get("learner_restarts", 0),
                                           count=self._count, on_rebuilt=self._learners_rebuilt)
+        saved_best = None
         if config.train.resume and self.checkpoints.latest():
             self.state = self.checkpoints.load(self.learners.group, self.checkpoints.latest())
             self.console.print(f"resumed from {self.checkpoints.latest()} (step {self.state.step}, "
                                f"policy v{self.state.version})")
             resume_trained_log(self.out, self.state.step)
-            if best.forget_a_later_best(self.state, self.checkpoints.saved_step("best")):
-                self.console.print("[yellow]the best checkpoint was written after the one resumed from (by the "
-                                   "segment that stopped): this segment's validations choose the best afresh[/]")
-        if best.adopt_basis(self.state, best.selection_basis(config)):
-            self.console.print("[yellow]train.best_by or the reward changed since the best checkpoint was chosen: "
-                               "the best is chosen afresh from this segment's validations[/]")
+            saved_best = self.checkpoints.saved_step("best")
+        void = best.void_best(self.state, best.selection_basis(config), saved_best)
+        if void:
+            self.console.print(f"[yellow]{void}: the best is chosen afresh from this segment's validations[/]")
         self.budget = TokenBudget.of(config.reward, self.state.token_multiplier)
         self.sampler = training_sampler(self.splits.train, config.seed, config.train.domain_weights, self.state.sampler)
         # Engines start from the warm-start weights: hand them the learners' own, under a version no earlier

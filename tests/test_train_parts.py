@@ -354,3 +354,15 @@ def test_a_token_budget_constrains_the_choice_measured_as_the_report_does():
     one_step = 'model_id = [{}]\nsubtasks = ["solve it"]\naccess_list = [[]]'
     assert matches(sampling.format_regex, one_step.format(len(pool.workers) - 1))
     assert not matches(sampling.format_regex, one_step.format(len(pool.workers)))  # no such worker
+
+
+def test_a_resumed_best_is_voided_for_either_reason_and_said_why():
+    from cluster.best_checkpoint import void_best
+
+    kept = TrainState(step=40, best_val=0.9, best_step=30, best_basis="accuracy")
+    assert void_best(kept, "accuracy", 30) is None and kept.best_step == 30
+    overwritten = TrainState(step=20, best_val=0.5, best_step=10, best_basis="accuracy")
+    assert "written after the one resumed from" in void_best(overwritten, "accuracy", 30)
+    assert overwritten.best_step == -1
+    rebased = TrainState(step=20, best_val=0.5, best_step=10, best_basis="accuracy")
+    assert "train.best_by or the reward changed" in void_best(rebased, "reward", 10) and rebased.best_step == -1
