@@ -10,13 +10,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from conductor.config import VerifierConfig
 from conductor.tasks.task import Task
-from conductor.verifiers.sandbox import LAYERS, SandboxLimits, host_isolation, run_python
+from conductor.verifiers.sandbox import LAYERS, SandboxLimits, SandboxResult, host_isolation, run_python
 from conductor.verifiers.verify import verify
 
 REPO = Path(__file__).resolve().parents[1]
@@ -195,3 +196,29 @@ def test_a_work_dir_too_deep_for_rmtree_is_still_removed(tmp_path):
     os.close(fd)
     _remove(str(workdir))
     assert not workdir.exists()
+
+
+def test_where_landlock_is_missing_code_is_refused_unless_the_config_allows_it(tmp_path):
+    """Landlock is the one layer that stops reads (a kernel before 5.13, or one without the LSM, has none):
+    without it the program read the host's files and a parent's environment. Refused by default; run, and
+    reported, when the user allows it. Its absence is a real kernel refusal here (a seccomp filter makes
+    ``landlock_create_ruleset`` fail as an old kernel does), not a mock."""
+    snippet = (
+        "import ctypes, errno, json, sys\nimport pyseccomp as seccomp\n"
+        "rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)\n"
+        "rules.add_rule(seccomp.ERRNO(errno.ENOSYS), 'landlock_create_ruleset')\n"
+        "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)\nrules.load()\n"
+        "from dataclasses import asdict\nfrom conductor.verifiers.sandbox import SandboxLimits, run_python\n"
+        "program = sys.stdin.read()\n"
+        "print(json.dumps([asdict(run_python(program, limits=SandboxLimits(wall_s=10, cpu_s=10, "
+        "require_confined_reads=confined))) for confined in (True, False)]))\n")
+    secret = "s3cr3t-" + uuid.uuid4().hex
+    (tmp_path / "credentials").write_text(secret)
+    (tmp_path / "credentials").chmod(0o644)
+    program = f"print(open({str(tmp_path / 'credentials')!r}).read())"
+    done = subprocess.run([sys.executable, "-c", snippet], input=program, capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused, allowed = (SandboxResult(**run) for run in json.loads(done.stdout))
+    assert refused.infra_error.startswith("refused: Landlock is unavailable") and secret not in refused.stdout
+    assert not allowed.infra_error and not allowed.isolation["landlock_filesystem"]  # run, and said so
