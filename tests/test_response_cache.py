@@ -341,6 +341,19 @@ def test_an_answer_that_is_not_utf8_is_served_but_never_stored(tmp_path):
     assert cacheable(broken) and not storable(broken.text) and storable(dataclasses.replace(broken, text="whole").text)
     assert request_digest("p", "m", [{"role": "user", "content": broken.text}], {}) != request_digest(
         "p", "m", [{"role": "user", "content": "half"}], {})
+    # through a provider that sends it: answered and not stored, while the answer after it is stored
+    server = ReplyServer(lambda body: (200, completion(body["model"], broken.text if "emoji" in str(
+        body["messages"]) else "fine")))
+    try:
+        spec = ProviderSpec(id="p", base_url=server.base_url, max_retries=0)
+        config = ResponseCacheConfig(mode="read-write", path=str(tmp_path))
+        for _ in range(2):
+            client = CachedClient(ProviderClient(spec, [WorkerSpec(id="w", description="d", provider="p")]), config)
+            emoji, plain = run(client, [("w", ask("emoji?")), ("w", ask("plain?"))])
+            assert emoji.text == broken.text and not emoji.cached
+        assert plain.cached and server.requests == 3  # the broken answer asked twice, the fine one once
+    finally:
+        server.close()
 
 
 def test_writers_of_the_same_millisecond_are_read_alike_by_every_reader(tmp_path, monkeypatch):
