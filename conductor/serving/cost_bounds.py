@@ -19,6 +19,7 @@ workflow; its last step answers).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -30,8 +31,10 @@ CHARS_PER_TOKEN_BOUND = 3
 TOKENS_PER_MESSAGE_BOUND = 8
 
 
+@functools.lru_cache(maxsize=256)
 def text_tokens_bound(text: str) -> int:
-    """At most this many tokens for ``text``: a third of its ASCII characters, and a token a byte of the rest."""
+    """At most this many tokens for ``text``: a third of its ASCII characters, and a token a byte of the rest.
+    Cached: a workflow's cut asks again for the same question and subtasks at every prefix it tries."""
     ascii_chars = len(text.encode("ascii", "ignore"))
     other_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
     return math.ceil(ascii_chars / CHARS_PER_TOKEN_BOUND) + other_bytes
