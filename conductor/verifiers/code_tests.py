@@ -1,24 +1,30 @@
 """Code answers: run the response's code against the task's tests in the sandbox.
 
-HumanEval: program = prompt (its imports and stub) + the candidate + the dataset's ``check`` function.
-MBPP: program = the test imports + the candidate + every ``assert`` line (no stub, no entry point: the
-candidate is a whole module).
-LiveCodeBench: ``stdin`` tests feed input and compare output line by line; ``functional`` tests call
-``Solution().<func_name>(*args)``. A pass needs a random marker printed *after* the tests, so a candidate
-that exits early (``sys.exit(0)``, ``os._exit(0)``) cannot pass by skipping them. The tests run in the
-candidate's own interpreter, so a candidate written against this harness can still forge a pass (read the
-marker from its module's constants and print it at exit; or return an object equal to everything): the
-sandbox contains what it does, and the verdict holds for code not written to fool it.
+HumanEval (the prompt's helpers and ``check``), MBPP (every ``assert`` line, with the test imports) and
+LiveCodeBench's ``functional`` tests (``Solution().<func_name>(*args)``) run as two processes
+(code_harness.py): the candidate's serves calls to what it defines; the judge's runs the tests against
+those calls and prints a random marker after the last, the pass. The candidate never holds the marker or
+an expected value, and what it returns crosses as plain data, so it can neither print the marker nor
+return an object equal to everything; exiting early (``sys.exit(0)``, ``os._exit(0)``) ends the calls,
+and the judge's test fails. LiveCodeBench's ``stdin`` tests feed input and the host compares the output
+line by line.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import secrets
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
+from conductor.verifiers.code_harness import (
+    candidate_program,
+    free_names,
+    judge_program,
+    judged,
+    new_marker,
+    remote_method,
+)
 from conductor.verifiers.sandbox import SandboxLimits, SandboxResult, run_python
 from conductor.verifiers.verdict import Verdict
 
@@ -37,11 +43,6 @@ def extract_code(response: str) -> str:
     return blocks[-1] if blocks else response
 
 
-def _passed(result: SandboxResult, marker: str) -> bool:
-    lines = result.stdout.strip().splitlines()
-    return result.ok and bool(lines) and lines[-1].strip() == marker
-
-
 def _failure_detail(result: SandboxResult) -> str:
     if result.infra_error:
         return result.infra_error
@@ -56,20 +57,29 @@ def _failure_detail(result: SandboxResult) -> str:
 def verify_humaneval(response: str, prompt: str, test: str, entry_point: str, limits: SandboxLimits) -> Verdict:
     code = extract_code(response)
     defines_entry = re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE)
-    program = f"{prompt}\n\n{code}" if defines_entry else f"{prompt}{code}"
-    marker = secrets.token_hex(16)
-    program += f"\n\n{test}\n\ncheck({entry_point})\nprint({marker!r})\n"
-    result = run_python(program, limits=limits)
-    return _verdict(result, _passed(result, marker), "all tests passed")
+    candidate = f"{prompt}\n\n{code}" if defines_entry else f"{prompt}{code}"
+    tests = f"{test}\n\ncheck({entry_point})"
+    marker = new_marker()
+    judge = judge_program(prompt, [entry_point, *free_names(prompt, tests)], tests, marker)
+    return judged(judge, candidate_program(candidate), limits, marker, "all tests passed")
 
 
-def verify_assert_tests(response: str, tests: Sequence[str], imports: Sequence[str], limits: SandboxLimits) -> Verdict:
+def verify_assert_tests(response: str, tests: Sequence[str], imports: Sequence[str], limits: SandboxLimits,
+                        entry_point: Optional[str] = None) -> Verdict:
+    """``entry_point`` is the function under test, taken from the candidate even where it shadows a builtin
+    (MBPP's ``sum``); no other builtin is, so a candidate cannot redefine the ``abs`` or ``len`` a test checks
+    its answer with."""
     if not tests:
         return Verdict(False, None, "no tests")
-    marker = secrets.token_hex(16)
-    program = "\n".join([*imports, extract_code(response), "", *tests, f"print({marker!r})", ""])
-    result = run_python(program, limits=limits)
-    return _verdict(result, _passed(result, marker), f"{len(tests)} tests passed")
+    setup, test_lines = "\n".join(imports), "\n".join(tests)
+    marker = new_marker()
+    try:
+        names = [*([entry_point] if entry_point else []), *free_names(setup, test_lines)]
+    except SyntaxError as exc:
+        return Verdict(False, None, f"the task's tests do not parse: {exc}")
+    judge = judge_program(setup, names, test_lines, marker)
+    candidate = candidate_program("\n".join([*imports, extract_code(response), ""]))
+    return judged(judge, candidate, limits, marker, f"{len(tests)} tests passed")
 
 
 def outputs_match(expected: str, actual: str) -> bool:
@@ -108,28 +118,29 @@ def verify_stdin_tests(response: str, tests: Sequence[dict[str, Any]], limits: S
     return _verdict(result, True, f"{len(tests)} tests passed")
 
 
-_FUNCTIONAL_HARNESS = """
-
+_FUNCTIONAL_TESTS = """
 import json as _json
 _cases = _json.loads({cases!r})
+_solve = {solve}
 for _index, (_input, _expected) in enumerate(_cases):
     _args = [_json.loads(_line) for _line in _input.split("\\n") if _line.strip()]
-    _got = getattr(Solution(), {func_name!r})(*_args)
+    _got = _solve(*_args)
     _expected = _json.loads(_expected)
     if _got != _expected and not (isinstance(_got, tuple) and list(_got) == _expected):
         raise AssertionError(f"test {{_index}}: got {{_got!r}}, expected {{_expected!r}}")
-print({marker!r})
 """
 
 
 def verify_functional_tests(response: str, tests: Sequence[dict[str, Any]], func_name: str, starter_code: str,
                             limits: SandboxLimits) -> Verdict:
+    if not tests:
+        return Verdict(False, None, "no tests")
     code = extract_code(response)
     prelude = "from typing import *\nimport collections, heapq, itertools, functools, math, bisect, string\n"
     if "class Solution" not in code and starter_code:
         code = f"{starter_code}\n{code}"
-    marker = secrets.token_hex(16)
+    marker = new_marker()
     cases = json.dumps([[case["input"], case["output"]] for case in tests])
-    program = prelude + code + _FUNCTIONAL_HARNESS.format(cases=cases, func_name=func_name, marker=marker)
-    result = run_python(program, limits=limits)
-    return _verdict(result, bool(tests) and _passed(result, marker), f"{len(tests)} tests passed")
+    judge = judge_program("", [], _FUNCTIONAL_TESTS.format(cases=cases, solve=remote_method("Solution", func_name)),
+                          marker)
+    return judged(judge, candidate_program(prelude + code), limits, marker, f"{len(tests)} tests passed")

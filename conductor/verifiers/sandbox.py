@@ -7,7 +7,9 @@ boundary through descriptors the host opens before the program starts:
 - the program and its stdin are anonymous read-only files (memfd): nothing on disk to swap;
 - stdout and stderr are pipes the host reads *while the program runs*, at most ``output_mb`` in total
   (past that the program is killed and the result says ``output_truncated``);
-- the bootstrap reports which isolation layers took effect on a third pipe.
+- the bootstrap reports which isolation layers took effect on a third pipe;
+- ``run_python_pair`` runs two programs, each in its own sandbox, joined by a pipe pair (``__channel__``
+  in each program): a code check's judge and candidate (code_harness.py).
 
 After the run the host follows no path inside the program's directory: the work dir is a private tmpfs
 in the child's mount namespace (or, without namespaces, a host dir removed with ``shutil.rmtree``, which
@@ -30,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,11 +89,49 @@ class SandboxResult:
 
 def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
     """Run ``program`` as ``__main__`` with ``stdin``; never raises for anything the program does."""
+    started = _start(program, stdin, limits, channel=())
+    return started if isinstance(started, SandboxResult) else _finish(started, limits)
+
+
+def run_python_pair(judge: str, candidate: str, limits: SandboxLimits = SandboxLimits()
+                    ) -> tuple[SandboxResult, SandboxResult]:
+    """Run two programs, each in a sandbox of its own, joined by a pipe pair: each sees ``__channel__``, its
+    (write fd, read fd) on the judge's side and (read fd, write fd) on the candidate's (remote_calls.py).
+    Both share one wall limit. Returns (the judge's result, the candidate's)."""
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    try:
+        judged = _start(judge, "", limits, channel=(requests_write, replies_read))
+        served = _start(candidate, "", limits, channel=(requests_read, replies_write))
+    finally:
+        for fd in (requests_read, requests_write, replies_read, replies_write):
+            os.close(fd)  # the children hold their ends: either one's exit is the other's end of file
+    results: dict[str, SandboxResult] = {}
+
+    def finish(name: str, run: _Started | SandboxResult) -> None:
+        results[name] = run if isinstance(run, SandboxResult) else _finish(run, limits)
+
+    candidate_thread = threading.Thread(target=finish, args=("candidate", served), daemon=True)
+    candidate_thread.start()
+    finish("judge", judged)
+    candidate_thread.join()
+    return results["judge"], results["candidate"]
+
+
+@dataclass
+class _Started:
+    process: subprocess.Popen
+    workdir: str
+    report_read: int
+    started: float
+
+
+def _start(program: str, stdin: str, limits: SandboxLimits, channel: tuple[int, ...]) -> _Started | SandboxResult:
     workdir = tempfile.mkdtemp(prefix="conductor-sbx-")
     program_fd = _sealed_file(program.encode("utf-8"))
     stdin_fd = _sealed_file(stdin.encode("utf-8", "replace"))
     report_read, report_write = os.pipe()
-    settings = {"workdir": workdir, "program_fd": program_fd, "report_fd": report_write,
+    settings = {"workdir": workdir, "program_fd": program_fd, "report_fd": report_write, "channel": list(channel),
                 "memory_mb": limits.memory_mb, "cpu_s": limits.cpu_s, "file_mb": limits.file_mb,
                 "disk_mb": limits.disk_mb, "max_files": limits.max_files,
                 "max_open_files": limits.max_open_files, "required_layers": list(limits.required_layers)}
@@ -100,26 +141,31 @@ def run_python(program: str, stdin: str = "", limits: SandboxLimits = SandboxLim
             [sys.executable, "-I", str(BOOTSTRAP), json.dumps(settings)],
             stdin=stdin_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir,
             env=dict(_SAFE_ENV, HOME=workdir, TMPDIR=workdir), start_new_session=True,
-            pass_fds=(program_fd, report_write), close_fds=True,
+            pass_fds=(program_fd, report_write, *channel), close_fds=True,
         )
     except OSError as exc:
-        for fd in (program_fd, stdin_fd, report_read, report_write):
-            os.close(fd)
+        os.close(report_read)
         _remove(workdir)
         return SandboxResult(None, "", "", False, 0.0, infra_error=f"sandbox could not start: {exc}")
-    for fd in (program_fd, stdin_fd, report_write):
-        os.close(fd)
+    finally:
+        for fd in (program_fd, stdin_fd, report_write):
+            os.close(fd)
+    return _Started(process, workdir, report_read, started)
+
+
+def _finish(run: _Started, limits: SandboxLimits) -> SandboxResult:
+    process = run.process
     try:
-        streams, timed_out, truncated = _collect(process, report_read, started + limits.wall_s,
+        streams, timed_out, truncated = _collect(process, run.report_read, run.started + limits.wall_s,
                                                  limits.output_mb << 20)
     finally:
         _kill_group(process)
-        _remove(workdir)
+        _remove(run.workdir)
     isolation = _parse_report(streams["report"])
     returncode = None if timed_out else process.returncode
     result = SandboxResult(returncode, streams["stdout"].decode("utf-8", "replace"),
                            streams["stderr"].decode("utf-8", "replace"), timed_out,
-                           time.monotonic() - started, isolation, truncated, pid=process.pid)
+                           time.monotonic() - run.started, isolation, truncated, pid=process.pid)
     if not isolation:
         result.infra_error = "the sandbox did not start the program (no isolation report)"
     elif returncode == ISOLATION_UNAVAILABLE_EXIT and any(not isolation.get(n) for n in limits.required_layers):

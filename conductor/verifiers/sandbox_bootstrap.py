@@ -3,7 +3,9 @@
     python -I sandbox_bootstrap.py SETTINGS_JSON
 
 The host passes the program as a read-only file descriptor (``program_fd``), stdin as another, stdout and
-stderr as pipes it reads with a byte cap, and a report pipe (``report_fd``). No path is read back.
+stderr as pipes it reads with a byte cap, and a report pipe (``report_fd``). No path is read back. A program
+run as one of a pair (sandbox.py ``run_python_pair``) also holds the two ends of its pipes to the other, named
+in the program's ``__channel__``.
 Layers, each a kernel mechanism, applied in this order (the report names each one that took effect):
 
 1. ``rlimits``: address space, CPU seconds, file size, open files, no core dumps.
@@ -240,7 +242,7 @@ def main():
     namespaces = enter_namespaces()
     if namespaces:
         resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))  # counted within the namespace
-        become_pid_one(keep_fds=(report_fd,))
+        become_pid_one(keep_fds=(report_fd, *settings.get("channel", ())))
     for name in ("user_namespace", "network_namespace", "pid_namespace"):
         layers[name] = namespaces
     layers["private_disk"] = namespaces and mount_private_disk(workdir, settings["disk_mb"], settings["max_files"])
@@ -254,7 +256,8 @@ def main():
     if any(not layers.get(name) for name in settings.get("required_layers", ())):
         sys.exit(ISOLATION_UNAVAILABLE)
     sys.argv = ["solution.py"]
-    namespace = {"__name__": "__main__", "__file__": "solution.py", "__builtins__": __builtins__}
+    namespace = {"__name__": "__main__", "__file__": "solution.py", "__builtins__": __builtins__,
+                 "__channel__": tuple(settings.get("channel", ()))}
     exec(compile(source, "solution.py", "exec"), namespace)
 
 

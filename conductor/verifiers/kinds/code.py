@@ -40,7 +40,8 @@ def check_humaneval(task: Task, response: str, settings: VerifierConfig) -> Verd
 
 
 def check_mbpp(task: Task, response: str, settings: VerifierConfig) -> Verdict:
-    return verify_assert_tests(response, task.meta["tests"], task.meta["test_imports"], limits(settings))
+    return verify_assert_tests(response, task.meta["tests"], task.meta["test_imports"], limits(settings),
+                               task.meta.get("entry_point"))
 
 
 def check_lcb_stdin(task: Task, response: str, settings: VerifierConfig) -> Verdict:
