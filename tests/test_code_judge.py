@@ -99,6 +99,16 @@ def test_the_tests_call_the_datasets_helpers_not_the_candidates():
     assert verify_humaneval(block(right), prompt, check, "decode_shift", LIMITS).correct
 
 
+def test_a_module_the_candidate_imported_reaches_the_tests_only_from_the_standard_library():
+    """MBPP's asserts may use a module only the candidate imported; the judge imports its own copy, and
+    never a module a candidate names that is not the standard library's (its import could change the judge)."""
+    code = "import math\ndef root(x):\n    return math.sqrt(x)\n"
+    assert verify_assert_tests(block(code), ["assert math.isclose(root(2), 2 ** 0.5)"], [], LIMITS, "root").correct
+    renamed = "import types\nmath = types.ModuleType('conductor')\ndef root(x):\n    return 0\n"
+    named = verify_assert_tests(block(renamed), ["assert math.isclose(root(2), 2 ** 0.5)"], [], LIMITS, "root")
+    assert not named.correct and "NameError" in named.detail
+
+
 def test_the_function_under_test_may_shadow_a_builtin():
     """MBPP/126 asks for a function named ``sum``: the entry point is the candidate's whatever its name."""
     code = "def sum(a, b):\n    return a * b\n"

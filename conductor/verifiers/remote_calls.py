@@ -25,6 +25,7 @@ import importlib
 import json
 import numbers
 import os
+import sys
 
 MAX_ITEMS = 1_000_000  # items taken from one iterator
 MAX_DEPTH = 200  # nesting of containers
@@ -69,13 +70,14 @@ class Remote:
 
 def bind(names, namespace):
     """Each of ``names`` the candidate defines, into ``namespace``: a ``Remote`` if callable, else its value.
-    A module it imported is imported here by its name. A name the candidate lacks stays unbound (or as the
+    A standard-library module it imported is imported here (the candidate names it, so nothing else is: an
+    installed package's import could change the judge). A name the candidate lacks stays unbound (or as the
     judge's own program defined it)."""
     for name in names:
         try:
             reply = _ask({"name": name, "describe": True})
             if reply.get("module"):  # the tests use a module the candidate imported: the judge imports its own
-                namespace[name] = importlib.import_module(reply["module"])
+                namespace[name] = _standard_module(reply["module"])
             else:
                 namespace[name] = Remote(name) if reply.get("callable") else decode(reply.get("value"))
         except EOFError:
@@ -176,6 +178,12 @@ def decode(data, depth=0):
 def dumps(message):
     """One line of JSON (no newline inside), the frame of the judge's pipe."""
     return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def _standard_module(name):
+    if not isinstance(name, str) or name.partition(".")[0] not in sys.stdlib_module_names:
+        raise ImportError(f"the judge imports only standard-library modules, not {str(name)[:80]!r}")
+    return importlib.import_module(name)
 
 
 def _answer(namespace, request):
