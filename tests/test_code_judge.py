@@ -5,6 +5,7 @@ The marker-from-constants, equal-to-everything and lying-int forges, the shadowe
 redefined prompt helper each passed the single-process harness this replaced (checked against it, 2026-12-06)."""
 
 import math
+import time
 
 import pytest
 
@@ -155,6 +156,16 @@ def test_a_hanging_or_flooding_candidate_fails_within_the_wall_limit():
     assert not hangs.correct and hangs.detail == "timeout"
     floods = verify_humaneval(block("def add(a, b):\n    return 'x' * (80 << 20)\n"), PROMPT, CHECK, "add", quick)
     assert not floods.correct
+
+
+def test_a_candidate_that_outlives_the_judge_is_stopped_with_it():
+    """A thread that never ends would hold the candidate's process, and the check, to the wall limit."""
+    lingering = "import threading, time\nthreading.Thread(target=time.sleep, args=(600,)).start()\n" + RIGHT
+    started = time.monotonic()
+    verdict = verify_humaneval(block(lingering), PROMPT, CHECK, "add", SandboxLimits(wall_s=120, cpu_s=10,
+                                                                                    require_isolation=True))
+    assert verdict.correct, verdict.detail
+    assert time.monotonic() - started < 60  # not the wall limit (120 s)
 
 
 def test_values_cross_as_exact_builtins():

@@ -45,6 +45,7 @@ LAYERS = ("rlimits", "user_namespace", "network_namespace", "pid_namespace", "pr
 _SAFE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 _CHUNK = 65536
 _KILL_GRACE_S = 2.0
+_PAIR_GRACE_S = 1.0  # the candidate's time to exit once the judge is done
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ def run_python_pair(judge: str, candidate: str, limits: SandboxLimits = SandboxL
                     ) -> tuple[SandboxResult, SandboxResult]:
     """Run two programs, each in a sandbox of its own, joined by a pipe pair: each sees ``__channel__``, its
     (write fd, read fd) on the judge's side and (read fd, write fd) on the candidate's (remote_calls.py).
-    Both share one wall limit. Returns (the judge's result, the candidate's)."""
+    Both share one wall limit, and the candidate is stopped once the judge is done (a thread it left running
+would otherwise hold it to the limit). Returns (the judge's result, the candidate's)."""
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
     try:
@@ -114,7 +116,10 @@ def run_python_pair(judge: str, candidate: str, limits: SandboxLimits = SandboxL
     candidate_thread = threading.Thread(target=finish, args=("candidate", served), daemon=True)
     candidate_thread.start()
     finish("judge", judged)
-    candidate_thread.join()
+    candidate_thread.join(timeout=_PAIR_GRACE_S)
+    if candidate_thread.is_alive() and isinstance(served, _Started):  # the verdict is in: it has nothing to add
+        _kill_group(served.process, close_streams=False)
+        candidate_thread.join()
     return results["judge"], results["candidate"]
 
 
@@ -257,7 +262,7 @@ def _collect(process: subprocess.Popen, report_fd: int, deadline: float, cap: in
     return {name: b"".join(parts) for name, parts in chunks.items()}, timed_out, truncated
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _kill_group(process: subprocess.Popen, close_streams: bool = True) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -266,8 +271,9 @@ def _kill_group(process: subprocess.Popen) -> None:
         process.wait(timeout=_KILL_GRACE_S)
     except subprocess.TimeoutExpired:
         pass  # unkillable (uninterruptible I/O); never block the caller past the grace
-    for stream in (process.stdout, process.stderr):
-        stream.close()
+    if close_streams:
+        for stream in (process.stdout, process.stderr):
+            stream.close()
 
 
 def _parse_report(raw: bytes) -> dict[str, bool]:
