@@ -1,13 +1,17 @@
 """The app's answers to client mistakes and unusual input, in process (httpx's ASGI transport; a scripted
 Conductor and pool, as in test_serve_orchestrator.py): every one a 4xx in OpenAI's shape, never a 5xx; a
-truncated answer reported as such. tests/test_serve_hostile.py sends the same classes of input, and the
-transport cases, to the real server process."""
+truncated answer reported as such; a client that leaves, under real uvicorn. tests/test_serve_hostile.py
+sends the same classes of input, and the transport cases, to the real server process."""
 
 import asyncio
 import json
+import socket
+import threading
+import time
 
 import httpx
 import pytest
+import uvicorn
 
 from conductor.provider_client import finish_reason
 from conductor.serve_config import ServeConfig, ServedModel
@@ -198,32 +202,39 @@ def test_a_providers_finish_reason_is_read_in_openai_s_words():
 
 def test_a_client_that_leaves_stops_its_non_streamed_run():
     """Nothing else stops a non-streamed run whose client has gone (and the official client retries a call it
-    timed out on): left going, it would pay for every step still to come."""
+    timed out on): left going, it would pay for every step still to come. The app under real uvicorn on
+    loopback (the server's own HTTP protocol), the client a socket closed while the first step runs."""
     from conductor.scripted_pool import ScriptedPool
+    from conductor.serving.http_protocol import header_timeout_protocol
 
-    pool = ScriptedPool({"strong": "s", "mid": "m", "cheap": "c"}, delay_s=0.5)
+    pool = ScriptedPool({"strong": "s", "mid": "m", "cheap": "c"}, delay_s=1.5)
     serve = ServeConfig(models=[ServedModel(name="mini", workers=["cheap", "mid"], max_steps=2)],
                         auth={"required": False})
     asgi = create_app(orchestrator(ScriptedConductor(SOLVE_VERIFY), pool), serve)
-    body = json.dumps({"model": "mini", "messages": ASK}).encode()
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
-             "query_string": b"", "root_path": "", "http_version": "1.1", "scheme": "http",
-             "server": ("test", 80), "client": ("127.0.0.1", 1),
-             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
-    pending, sent = [{"type": "http.request", "body": body, "more_body": False}], []
-
-    async def receive():
-        if pending:
-            return pending.pop()
-        await asyncio.sleep(0.1)  # the client leaves while the first step is running
-        return {"type": "http.disconnect"}
-
-    async def send(message):
-        sent.append(message)
-
-    async def go():
-        await asyncio.wait_for(asgi(scope, receive, send), 10)
-        await asyncio.sleep(1.5)  # a run left going would have called the second step by now
-
-    asyncio.run(go())
-    assert len(pool.calls) <= 1 and not sent
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(asgi, log_level="warning", access_log=False, lifespan="off",
+                            http=header_timeout_protocol(30, 100))
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.02)
+        body = json.dumps({"model": "mini", "messages": ASK}).encode()
+        client = socket.create_connection(listening.getsockname())
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.monotonic() + 20
+        while not pool.calls:  # the first step is running
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        client.close()
+        time.sleep(4.0)  # a run left going would have called the second step by now (each call takes 1.5 s)
+        assert len(pool.calls) == 1
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        listening.close()
