@@ -4,8 +4,12 @@ harness cannot pass without passing, and honest code reads the same as in one pr
 The marker-from-constants, equal-to-everything and lying-int forges, the shadowed ``abs``/``len`` and the
 redefined prompt helper each passed the single-process harness this replaced (checked against it, 2026-12-06)."""
 
+import datetime
 import math
 import time
+from collections import Counter, OrderedDict, defaultdict, deque, namedtuple
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
@@ -141,6 +145,31 @@ LIMIT = 10
     assert verdict.correct, verdict.detail
 
 
+def test_exceptions_cross_as_their_nearest_builtin_with_their_arguments():
+    code = """
+import json
+class BadInput(ValueError):
+    pass
+def parse(text):
+    if text == "bad":
+        raise BadInput("bad input")
+    if text == "key":
+        raise KeyError("k")
+    if text == "bytes":
+        b"\\xff".decode("utf-8")
+    return json.loads(text)
+def depth(n):
+    return 0 if n == 0 else 1 + depth(n - 1)
+HERE = __file__
+"""
+    raises = "try:\n    parse({!r})\n    raise AssertionError\nexcept {} as e:\n    assert {}"
+    tests = [raises.format("bad", "ValueError", "str(e) == 'bad input'"), raises.format("{", "ValueError", "e"),
+             raises.format("key", "KeyError", "e.args[0] == 'k'"),
+             raises.format("bytes", "UnicodeDecodeError", "e.start == 0"), "assert depth(990) == 990", "assert HERE"]
+    verdict = verify_assert_tests(block(code), tests, [], LIMITS, "parse")
+    assert verdict.correct, verdict.detail
+
+
 def test_early_exits_and_load_failures_fail_with_the_candidates_reason():
     for cheat in ("import sys\nsys.exit(0)\n", "import os\nos._exit(0)\n"):
         assert not verify_humaneval(block(RIGHT.replace("return", cheat + "    return")), PROMPT, CHECK, "add",
@@ -176,17 +205,25 @@ def test_values_cross_as_exact_builtins():
         __hash__ = str.__hash__
 
     values = [None, True, 0, -(2 ** 100), 1.5, math.inf, 3 + 4j, "é\x00", b"\xff", bytearray(b"a"), [1, (2, {3})],
-              frozenset({1}), {"k": [None]}, range(1, 9, 2)]
+              frozenset({1}), {"k": [None]}, range(1, 9, 2), Decimal("0.3"), Fraction(1, 3), deque([1]),
+              Counter("abb"), OrderedDict(b=1, a=2), datetime.datetime(2026, 12, 6, 15, 30), datetime.date(2026, 1, 2),
+              datetime.time(1, 2), datetime.timedelta(days=1, seconds=3)]
     for value in values:
         assert decode(encode(value)) == value and type(decode(encode(value))) is type(value)
     assert math.isnan(decode(encode(math.nan)))
+    assert decode(encode(memoryview(b"ab"))) == b"ab" and decode(encode(2 ** 60)) == 2 ** 60
+    counts = decode(encode(defaultdict(int, a=1)))
+    assert type(counts) is defaultdict and counts["b"] == 0 and counts["a"] == 1
+    point = decode(encode(namedtuple("Point", "x y")(1, 2)))
+    assert point == (1, 2) and point.y == 2 and type(point).__name__ == "Point"
     assert type(decode(encode(Lying("a")))) is str and decode(encode(Lying("a"))) != "b"
     assert list(decode(encode(iter([1, 2])))) == [1, 2]
     opaque = decode(encode(object()))
     assert isinstance(opaque, Opaque) and opaque != opaque.text and bool(opaque)
     with pytest.raises(TypeError):
         encode(lambda: 0)
-    for bad in (["int"], ["code", "x"], {"value": 1}, ["list", "x"], ["dict", [[1]]], ["opaque", 1, "x"]):
+    for bad in (["int"], ["code", "x"], {"value": 1}, ["list", "x"], ["dict", [[1]]], ["opaque", 1, "x"], 1.5,
+                ["defaultdict", "exec", []]):
         with pytest.raises(ValueError):
             decode(bad)
 

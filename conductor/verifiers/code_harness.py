@@ -39,7 +39,10 @@ def _load_channel() -> str:
 def candidate_program(source: str) -> str:
     """The candidate's process: run ``source`` as ``__main__`` in a namespace of its own, then serve it."""
     return (_load_channel()
-            + "_conductor_namespace = {'__name__': '__main__', '__builtins__': __builtins__}\n"
+            + "import sys as _conductor_sys\n"  # the frames this program adds under the candidate's own
+            + "_conductor_sys.setrecursionlimit(_conductor_sys.getrecursionlimit() + 8)\n"
+            + "_conductor_namespace = {'__name__': '__main__', '__file__': 'solution.py',"
+            + " '__builtins__': __builtins__}\n"
             + f"exec(compile({source!r}, 'solution.py', 'exec'), _conductor_namespace)\n"
             + f"{_CHANNEL_MODULE}.serve(_conductor_namespace, __channel__)\n")
 

@@ -1,26 +1,35 @@
 """Calls into a candidate's process from the judge's, and back: plain data only, one JSON line each.
 
-A code check runs two sandboxed processes (code_harness.py): the candidate's loads the answer and
-``serve``s calls to the names it defines; the judge's runs the dataset's tests with those names bound to
-``Remote`` proxies, and alone prints the pass marker. The candidate never sees the tests' expected values
-or the marker, and the judge compares values it built itself.
+A code check runs two sandboxed processes (code_harness.py): the candidate's loads the answer and ``serve``s
+calls to the names it defines; the judge's runs the dataset's tests with those names bound to ``Remote``
+proxies, and alone prints the pass marker. The candidate never sees the tests' expected values or the marker,
+and the judge compares values it built itself.
 
-So what crosses must be data, not objects: an object "equal to everything", or a ``str`` subclass that lies
-in ``__eq__``, is a value only inside its own process. ``encode`` turns the builtin containers and scalars
-(and their subclasses, as the builtin they extend; numpy values by ``tolist()``) into tagged JSON;
-``decode`` builds only exact builtins back and refuses anything else. A generator or other iterator
-crosses as its items (at most ``MAX_ITEMS``) and is rebuilt as an iterator, so a test's ``list(f(x))``
-reads the same. Any other object (a ``re.Match``, an instance of the candidate's class) crosses as an
-``Opaque``: its truth and its repr, equal to nothing but itself, which is no more than ``True`` or
-``False`` would say. A function cannot cross: that call raises ``TypeError``. An exception in the
-candidate is raised in the judge as the builtin exception of that name (``RuntimeError`` for any other),
-so a test that expects a ``ValueError`` still holds.
+So what crosses must be data, not objects: an object "equal to everything", or a ``str`` subclass that lies in
+``__eq__``, is a value only inside its own process. ``encode`` turns the builtin containers and scalars (their
+subclasses as the builtin they extend; numpy values by ``tolist()``) and a few standard-library value types
+(``Decimal``, ``Fraction``, ``datetime``'s, ``deque``, ``Counter``, ``OrderedDict``, a namedtuple) into tagged
+JSON; ``decode`` builds only those exact types back and refuses anything else. A generator or other iterator
+crosses as its items (at most ``MAX_ITEMS``) and is rebuilt as an iterator, so a test's ``list(f(x))`` reads
+the same. Any other object (a ``re.Match``, an instance of the candidate's class) crosses as an ``Opaque``:
+its truth and its repr, equal to nothing but itself, which is no more than ``True`` or ``False`` would say. A
+function cannot cross: that call raises ``TypeError``. An exception in the candidate is raised in the judge as
+the nearest builtin in its ancestry, with its arguments (``RuntimeError`` where there is none), so a test that
+expects a ``ValueError`` still holds.
 
-Both programs carry this file's source (code_harness.py embeds it), so it imports nothing outside the
-standard library and has no ``from __future__`` line.
+What data alone cannot carry: a test no longer sees its arguments changed in place, identity (``is``) between
+an argument and a result, instances of the candidate's own classes (only their truth), functions passed either
+way, or a module-level value changed after the names were bound (bound once, at the start).
+
+Both programs carry this file's source (code_harness.py embeds it), so it imports nothing outside the standard
+library and has no ``from __future__`` line.
 """
 
 import builtins
+import collections
+import datetime
+import decimal
+import fractions
 import importlib
 import json
 import numbers
@@ -41,7 +50,7 @@ def serve(namespace, channel):
         try:
             reply = _answer(namespace, json.loads(line))
         except BaseException as exc:  # the candidate's own failure, SystemExit included: the judge's test fails
-            reply = {"error": [type(exc).__name__, _said(exc)]}
+            reply = {"error": [[kind.__name__ for kind in type(exc).__mro__], _said(exc), _args(exc)]}
         replies.write(dumps(reply))
         replies.flush()
 
@@ -86,6 +95,11 @@ def bind(names, namespace):
             continue
 
 
+_MAPPINGS = ((collections.Counter, "counter"), (collections.OrderedDict, "ordereddict"), (dict, "dict"))
+_FACTORIES = {kind.__name__: kind for kind in (int, float, str, list, dict, set, tuple)}  # a defaultdict's
+_BARE_INT = 1 << 53  # ints this small cross as JSON numbers; larger ones as hex (no str-conversion limit)
+
+
 def encode(value, depth=0):
     """``value`` as JSON-ready tagged data; ``TypeError`` for what is not plain data."""
     if depth > MAX_DEPTH:
@@ -93,22 +107,42 @@ def encode(value, depth=0):
     if value is None or value is True or value is False:
         return value
     if isinstance(value, numbers.Integral):
-        return ["int", format(int(value), "x")]
+        number = int(value)
+        return number if -_BARE_INT < number < _BARE_INT else ["int", format(number, "x")]
     if isinstance(value, float):
         return ["float", float(value).hex()]
     if isinstance(value, complex):
         return ["complex", float(value.real).hex(), float(value.imag).hex()]
-    if isinstance(value, numbers.Real):  # a Fraction or Decimal compares as its float would, near enough
+    if isinstance(value, fractions.Fraction):
+        return ["fraction", format(value.numerator, "x"), format(value.denominator, "x")]
+    if isinstance(value, decimal.Decimal):
+        return ["decimal", str(value)]
+    if isinstance(value, numbers.Real):  # another real type: as its float
         return ["float", float(value).hex()]
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime too, a date's subclass
+        kind = next(kind for kind in (datetime.datetime, datetime.date, datetime.time) if isinstance(value, kind))
+        return [kind.__name__, value.isoformat()]
+    if isinstance(value, datetime.timedelta):
+        return ["timedelta", value.days, value.seconds, value.microseconds]
     if isinstance(value, str):
-        return ["str", str(value)]
-    if isinstance(value, (bytes, bytearray)):
+        return str.__str__(value)  # a bare JSON string (a list is always tagged)
+    if isinstance(value, (bytes, bytearray, memoryview)):
         return ["bytearray" if isinstance(value, bytearray) else "bytes", bytes(value).hex()]
     if isinstance(value, range):
         return ["range", value.start, value.stop, value.step]
     if isinstance(value, dict):
-        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]]
-    for kind, tag in ((list, "list"), (tuple, "tuple"), (frozenset, "frozenset"), (set, "set")):
+        tag = next(tag for kind, tag in _MAPPINGS if isinstance(value, kind))
+        pairs = [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]
+        factory = getattr(value, "default_factory", None)
+        if tag == "dict" and factory in _FACTORIES.values():
+            return ["defaultdict", factory.__name__, pairs]
+        return [tag, pairs]
+    fields = getattr(type(value), "_fields", None)
+    if isinstance(value, tuple) and isinstance(fields, tuple) and all(isinstance(f, str) for f in fields):
+        items = [encode(item, depth + 1) for item in tuple.__iter__(value)]
+        return ["namedtuple", type(value).__name__, list(fields), items]
+    for kind, tag in ((list, "list"), (tuple, "tuple"), (frozenset, "frozenset"), (set, "set"),
+                      (collections.deque, "deque")):
         if isinstance(value, kind):
             return [tag, [encode(item, depth + 1) for item in kind.__iter__(value)]]
     if hasattr(type(value), "__next__"):  # a generator, map, filter, zip...: its items, once
@@ -145,7 +179,7 @@ def decode(data, depth=0):
     """The value ``encode`` described, built from exact builtins only; ``ValueError`` for anything else."""
     if depth > MAX_DEPTH:
         raise ValueError("a value nested too deep")
-    if data is None or data is True or data is False:
+    if data is None or data is True or data is False or type(data) in (int, str):
         return data
     if not isinstance(data, list) or not data or not isinstance(data[0], str):
         raise ValueError(f"not a tagged value: {str(data)[:80]}")
@@ -165,11 +199,25 @@ def decode(data, depth=0):
         return Opaque(rest[0], rest[1][:200])
     if tag == "range" and len(rest) == 3 and all(type(part) is int for part in rest):
         return range(*rest)
+    if tag == "fraction" and len(rest) == 2 and all(isinstance(part, str) for part in rest):
+        return fractions.Fraction(int(rest[0], 16), int(rest[1], 16))
+    if tag == "decimal":
+        return decimal.Decimal(_text(rest))
+    if tag in ("date", "time", "datetime"):
+        return getattr(datetime, tag).fromisoformat(_text(rest))
+    if tag == "timedelta" and len(rest) == 3 and all(type(part) is int for part in rest):
+        return datetime.timedelta(*rest)
+    if tag == "namedtuple" and len(rest) == 3 and isinstance(rest[0], str) and isinstance(rest[1], list):
+        return collections.namedtuple(rest[0], rest[1])(*(decode(item, depth + 1) for item in _items(rest[2:])))
+    if tag == "defaultdict" and len(rest) == 2 and rest[0] in _FACTORIES:
+        return collections.defaultdict(_FACTORIES[rest[0]], decode(["dict", rest[1]], depth))
     items = _items(rest)
-    if tag == "dict":
+    mappings = {tag: kind for kind, tag in _MAPPINGS}
+    if tag in mappings:
         pairs = [(decode(_pair(item)[0], depth + 1), decode(_pair(item)[1], depth + 1)) for item in items]
-        return dict(pairs)
-    builders = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "iter": lambda xs: iter(list(xs))}
+        return mappings[tag](dict(pairs))  # a Counter of a dict: its counts
+    builders = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "deque": collections.deque,
+                "iter": lambda xs: iter(list(xs))}
     if tag in builders:
         return builders[tag](decode(item, depth + 1) for item in items)
     raise ValueError(f"unknown tag {tag[:40]!r}")
@@ -181,8 +229,9 @@ def dumps(message):
 
 
 def _standard_module(name):
-    if not isinstance(name, str) or name.partition(".")[0] not in sys.stdlib_module_names:
-        raise ImportError(f"the judge imports only standard-library modules, not {str(name)[:80]!r}")
+    """A top-level standard-library module (not a submodule: ``unittest.__main__`` runs on import)."""
+    if not isinstance(name, str) or name.startswith("_") or name not in sys.stdlib_module_names:
+        raise ImportError(f"the judge imports only top-level standard-library modules, not {str(name)[:80]!r}")
     return importlib.import_module(name)
 
 
@@ -217,15 +266,28 @@ def _ask(request):
 
 
 def _error(error):
-    """The builtin exception the candidate raised, by name (``RuntimeError`` for another or a malformed one)."""
-    name, message = (error if isinstance(error, list) and len(error) == 2 else ["", ""])
-    kind = getattr(builtins, name, None) if isinstance(name, str) else None
-    if not (isinstance(kind, type) and issubclass(kind, Exception)):
-        return RuntimeError(f"the candidate raised {str(name)[:80]}: {str(message)[:300]}")
+    """The exception the candidate raised, as the nearest builtin in its class's ancestry (a ``ValueError``
+    subclass as ``ValueError``), with its arguments where they crossed; ``RuntimeError`` for none."""
+    names, message, args = error if isinstance(error, list) and len(error) == 3 else ([], "", None)
+    names = names if isinstance(names, list) else []
+    kinds = [getattr(builtins, name, None) for name in names if isinstance(name, str)]
+    kind = next((k for k in kinds if isinstance(k, type) and issubclass(k, Exception)), None)
+    if kind is None:
+        return RuntimeError(f"the candidate raised {str(names[:1])[:80]}: {str(message)[:300]}")
     try:
-        return kind(str(message)[:300])
+        return kind(*decode(args)) if args is not None else kind(str(message)[:300])
     except Exception:
-        return RuntimeError(f"the candidate raised {name}")
+        try:
+            return kind(str(message)[:300])
+        except Exception:
+            return RuntimeError(f"the candidate raised {kind.__name__}: {str(message)[:300]}")
+
+
+def _args(exc):
+    try:
+        return encode(list(exc.args))
+    except BaseException:
+        return None
 
 
 def _said(exc):
