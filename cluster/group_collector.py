@@ -18,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from cluster.rollout_feed import RolloutFeed
 from conductor.draw_key import request_key
@@ -26,7 +27,7 @@ from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutRequest
 from conductor.rollout_record import RolloutRecord, from_table
 from conductor.staleness import StalenessManager
-from conductor.tasks.splits import QuestionSampler
+from conductor.tasks.splits import QuestionSampler, with_requeued
 from learner.train_batch import has_signal, scored_groups
 
 POLL_S = 1.0
@@ -57,11 +58,18 @@ class GroupCollector:
         self.in_request_order = in_request_order
         self.requested: deque[tuple[str, str]] = deque()  # (batch id, group id) not yet taken, in request order
         self.given_up_groups: set[str] = set()  # their places were freed: groups written late are not counted again
+        self.outstanding: dict[str, str] = {}  # group id -> question id, admitted and not yet taken or let go
 
     def raise_floor(self, version: int) -> None:
         """Groups sampled before ``version`` are dropped when next seen (weights that were rolled back, or
         lost with a learner, sampled them)."""
         self.floor = max(self.floor, version)
+
+    def sampler_state(self) -> dict[str, Any]:
+        """The sampler's state for a checkpoint, naming first the questions admitted but not yet taken (up to
+        k·Q of them in async mode): a run resumed from it draws them again, in the order they were admitted,
+        instead of skipping them."""
+        return with_requeued(self.sampler.state(), list(self.outstanding.values()))
 
     def next_batch_id(self) -> str:
         self.requests += 1
@@ -125,7 +133,9 @@ class GroupCollector:
         have arrived, stopping at the first still out. A group its finished request did not write (the
         store was read since it came back) will not come: its place is freed."""
         if not self.in_request_order:
-            return self.buffer.take(count)
+            taken = self.buffer.take(count)
+            self._forget(group[0].group_id for group in taken)
+            return taken
         taken = []
         while len(taken) < count and self.requested:
             batch_id, group_id = self.requested[0]
@@ -133,6 +143,7 @@ class GroupCollector:
             if group is None and batch_id not in self.feed.came_back:
                 break
             self.requested.popleft()
+            self.outstanding.pop(group_id, None)
             if group is None:
                 self.staleness.discard(1)
             else:
@@ -140,8 +151,10 @@ class GroupCollector:
         return taken
 
     def _forget(self, group_ids: Iterable[str]) -> None:
-        """Groups dropped or given up: no step waits for them."""
+        """Groups taken, dropped or given up: no step waits for them, and a resumed run does not draw them again."""
         gone = set(group_ids)
+        for group_id in gone:
+            self.outstanding.pop(group_id, None)
         if gone and self.in_request_order:
             self.requested = deque(entry for entry in self.requested if entry[1] not in gone)
 
@@ -153,6 +166,7 @@ class GroupCollector:
             request = RolloutRequest(self.next_batch_id(), tuple(self.sampler.next(count)), draw_key=key)
             self.feed.submit(request)
             self.staleness.start(count)
+            self.outstanding.update(zip(request.group_ids(), (task.id for task in request.tasks)))
             if self.in_request_order:
                 self.requested.extend((request.batch_id, group_id) for group_id in request.group_ids())
 

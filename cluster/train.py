@@ -249,7 +249,7 @@ class GrpoRecipe:
             return None
         self.state.step += 1
         append_trained(self.out, self.state.step, learner_version, groups)
-        self.state.sampler, self.state.store_cursor = self.sampler.state(), self.collector.cursor.to_json()
+        self.state.sampler, self.state.store_cursor = self.collector.sampler_state(), self.collector.cursor.to_json()
         timings["step"] = time.perf_counter() - step_start
         return StepStats(step=self.state.step, version=self.state.version, rollouts=summarise(records),
                          learner=learner_stats, batch=batch_stats,

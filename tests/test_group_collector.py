@@ -12,7 +12,7 @@ from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutReceipt, RolloutRequest
 from conductor.rollout_record import RolloutRecord
 from conductor.staleness import StalenessManager
-from conductor.tasks.splits import TaskSampler
+from conductor.tasks.splits import TaskSampler, training_sampler
 from conductor.tasks.task import Task
 
 TASKS = [Task(id=f"t{i}", domain="math", prompt=f"question {i}", answer="1", verifier="exact")
@@ -190,3 +190,41 @@ def test_a_learner_rebuilt_while_the_step_settles_leaves_no_group_below_the_new_
     version["rebuild"] = True
     groups = collector.collect(lambda: version["now"]).groups
     assert [group[0].policy_version for group in groups] == [version["now"]] * 2
+
+
+def segment(store, sampler, staleness, pick, *, name, steps, in_request_order):
+    """One run segment (its own store and versions from 0, as the stand-in feed counts them): its collector and
+    the question ids each step trained on."""
+    feed = OrderedFeed(store, staleness, pick)
+    collector = GroupCollector(
+        feed, store, sampler, staleness, Cursor(), segment=name, first_version=0,
+        questions_per_batch=1, refill_rounds=0, filter_zero_spread=False, on_wait=lambda: None,
+        count=lambda name, n: None, stall_timeout_s=60, in_request_order=in_request_order)
+    trained = []
+    for step in range(steps):
+        trained.append([group[0].question_id for group in collector.collect(lambda v=step: v).groups])
+        staleness.publish()
+    return collector, trained
+
+
+@pytest.mark.parametrize("in_request_order", [True, False])
+def test_a_resumed_run_draws_again_the_questions_admitted_but_not_trained(tmp_path, in_request_order):
+    """At k = 2 up to 2·Q questions are admitted ahead of the step that trains; the checkpoint's sampler state
+    names them, so the resumed segment trains them rather than skipping them. In request order the questions
+    trained across the resume are the uninterrupted run's, step for step."""
+    def fresh():
+        return ReplayStore(str(tmp_path / f"store-{random.random()}")), StalenessManager(groups_per_step=3,
+                                                                                          max_staleness=2)
+    store, staleness = fresh()
+    _, straight = segment(store, TaskSampler(TASKS, seed=7), staleness, oldest, name="a", steps=6,
+                          in_request_order=in_request_order)
+    store, staleness = fresh()
+    first, before = segment(store, TaskSampler(TASKS, seed=7), staleness, oldest, name="b", steps=3,
+                            in_request_order=in_request_order)
+    saved = first.sampler_state()
+    assert len(saved["requeue"]) == len(first.outstanding) > 0
+    store, staleness = fresh()
+    resumed = training_sampler(TASKS, 7, None, saved)
+    _, after = segment(store, resumed, staleness, oldest, name="c", steps=3, in_request_order=in_request_order)
+    assert before + after == straight
+    assert "requeue" not in training_sampler(TASKS, 7, None, saved).inner.state()

@@ -9,7 +9,7 @@ from cluster.train_report import log_line, validation_line
 from cluster.train_state import TrainState
 from conductor.config import LearnerConfig
 from conductor.config_loader import ConfigError, load_config
-from conductor.tasks.splits import TaskSampler, configured_splits, split_tasks, training_sampler
+from conductor.tasks.splits import TaskSampler, configured_splits, split_tasks, training_sampler, with_requeued
 from conductor.tasks.toy import toy_tasks
 from learner.learner_group import accumulation_steps
 
@@ -67,6 +67,26 @@ def test_domain_weights_draw_by_weight_and_resume_to_the_same_questions():
     assert got == expected
     only = training_sampler(tasks, 7, dict(weights, **{small: 0.0}), {})
     assert all(by_id[t.id] != small for t in only.next(50))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_resumed_sampler_draws_the_requeued_questions_first_then_continues(weighted):
+    """The checkpoint names the questions admitted but not trained (cluster/group_collector.py sampler_state):
+    drawn again first, in that order, across as many calls as they take, then the stream goes on; its own
+    state names those still to draw, through the checkpoint's JSON."""
+    tasks = toy_tasks(10, seed=0)
+    weights = dict.fromkeys({t.domain for t in tasks}, 1.0) if weighted else None
+    sampler = training_sampler(tasks, 7, weights, {})
+    drawn = [t.id for t in sampler.next(5)]
+    cursor = sampler.state()
+    state = json.loads(json.dumps(with_requeued(cursor, drawn[3:] + ["gone-from-the-data"])))
+    resumed = training_sampler(tasks, 7, weights, state)
+    assert [t.id for t in resumed.next(1)] == drawn[3:4]
+    assert resumed.state() == {**cursor, "requeue": drawn[4:]}
+    plain = training_sampler(tasks, 7, weights, cursor)
+    following = [t.id for t in plain.next(3)]
+    assert [t.id for t in resumed.next(4)] == drawn[4:] + following
+    assert resumed.state() == plain.state() and "requeue" not in plain.state()
 
 
 def test_domain_weights_refuse_unnamed_domains_and_a_changed_setting_on_resume():

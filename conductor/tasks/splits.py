@@ -104,17 +104,43 @@ class DomainWeightedSampler:
         return {"draws": self.draws, "domains": {domain: sampler.state() for domain, sampler in self.samplers.items()}}
 
 
-QuestionSampler = Union[TaskSampler, DomainWeightedSampler]
+class RequeuingSampler:
+    """A sampler resumed from a checkpoint that first draws again the questions drawn before it but not yet
+    trained (``requeued``, in draw order: async training admits up to k·Q questions ahead of the step it
+    trains), then continues the sampler it wraps. Its state names those still to draw again."""
+
+    def __init__(self, inner: Union[TaskSampler, DomainWeightedSampler], tasks: Sequence[Task],
+                 requeued: Sequence[str]):
+        by_id = {task.id: task for task in tasks}
+        self.inner, self.requeued = inner, [by_id[task_id] for task_id in requeued if task_id in by_id]
+
+    def next(self, count: int) -> list[Task]:
+        batch, self.requeued = self.requeued[:count], self.requeued[count:]
+        return batch + (self.inner.next(count - len(batch)) if count > len(batch) else [])
+
+    def state(self) -> dict[str, Any]:
+        return with_requeued(self.inner.state(), [task.id for task in self.requeued])
+
+
+QuestionSampler = Union[TaskSampler, DomainWeightedSampler, RequeuingSampler]
+
+
+def with_requeued(state: Mapping[str, Any], task_ids: Sequence[str]) -> dict[str, Any]:
+    """``state`` that also names questions to draw again first (after any it already names)."""
+    requeued = [*task_ids, *state.get("requeue", [])]
+    return {**{key: value for key, value in state.items() if key != "requeue"},
+            **({"requeue": requeued} if requeued else {})}
 
 
 def training_sampler(tasks: Sequence[Task], seed: int, weights: Optional[Mapping[str, float]],
                      state: Mapping[str, Any]) -> QuestionSampler:
-    """The sampler ``train.domain_weights`` asks for, continued from a checkpoint's ``state`` (empty: fresh).
-    A state written under the other kind of sampler raises: the run's question stream would change."""
+    """The sampler ``train.domain_weights`` asks for, continued from a checkpoint's ``state`` (empty: fresh),
+    drawing first the questions the state requeues. A state written under the other kind of sampler raises:
+    the run's question stream would change."""
     weighted = weights is not None
-    if state and ("draws" in state) != weighted:
+    cursor = {key: value for key, value in state.items() if key != "requeue"}
+    if cursor and ("draws" in cursor) != weighted:
         raise ValueError("train.domain_weights changed since this run's checkpoint; resume with the setting it "
                          "was trained with, or start a new run")
-    if weighted:
-        return DomainWeightedSampler(tasks, seed, weights, **state)
-    return TaskSampler(tasks, seed, **state)
+    inner = DomainWeightedSampler(tasks, seed, weights, **cursor) if weighted else TaskSampler(tasks, seed, **cursor)
+    return RequeuingSampler(inner, tasks, state["requeue"]) if state.get("requeue") else inner
