@@ -1,6 +1,6 @@
 """Run untrusted Python (a worker's code answer) in a locked-down child process.
 
-The child is ``python -I sandbox_bootstrap.py`` with a scrubbed environment (no API keys, no PYTHON*
+The child is ``python -I -S sandbox_bootstrap.py`` with a scrubbed environment (no API keys, no PYTHON*
 variables) in its own session, so the whole group is killed at the wall limit. Everything crosses the
 boundary through descriptors the host opens before the program starts:
 
@@ -29,6 +29,7 @@ import os
 import selectors
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -139,11 +140,12 @@ def _start(program: str, stdin: str, limits: SandboxLimits, channel: tuple[int, 
     settings = {"workdir": workdir, "program_fd": program_fd, "report_fd": report_write, "channel": list(channel),
                 "memory_mb": limits.memory_mb, "cpu_s": limits.cpu_s, "file_mb": limits.file_mb,
                 "disk_mb": limits.disk_mb, "max_files": limits.max_files,
-                "max_open_files": limits.max_open_files, "required_layers": list(limits.required_layers)}
+                "max_open_files": limits.max_open_files, "required_layers": list(limits.required_layers),
+                "site": _host_site()}
     started = time.monotonic()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-I", str(BOOTSTRAP), json.dumps(settings)],
+            [sys.executable, "-I", "-S", str(BOOTSTRAP), json.dumps(settings)],
             stdin=stdin_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir,
             env=dict(_SAFE_ENV, HOME=workdir, TMPDIR=workdir), start_new_session=True,
             pass_fds=(program_fd, report_write, *channel), close_fds=True,
@@ -201,6 +203,12 @@ def _remove(workdir: str) -> None:
 def host_isolation() -> dict[str, bool]:
     """The layers this host applies (one trivial run, cached): what summaries report."""
     return run_python("pass", limits=SandboxLimits(wall_s=30, cpu_s=10)).isolation
+
+
+@functools.cache
+def _host_site() -> dict:
+    """What the bootstrap, started with -S, takes from this interpreter's site set-up."""
+    return {"prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "dirs": site.getsitepackages()}
 
 
 def _sealed_file(data: bytes) -> int:

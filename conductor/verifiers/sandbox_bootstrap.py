@@ -1,6 +1,6 @@
 """Runs inside the sandbox child, before any untrusted code: lock the process down, then run the program.
 
-    python -I sandbox_bootstrap.py SETTINGS_JSON
+    python -I -S sandbox_bootstrap.py SETTINGS_JSON
 
 The host passes the program as a read-only file descriptor (``program_fd``), stdin as another, stdout and
 stderr as pipes it reads with a byte cap, and a report pipe (``report_fd``). No path is read back. A program
@@ -226,14 +226,28 @@ def restrict_syscalls(own_pid):
         return False
 
 
+def use_site(host_site):
+    """Started with -S: the host interpreter's prefix (a virtual environment's, which -S leaves unread) and
+    site directories, and the builtins ``site`` adds (exit, quit, help), but not its .pth files: they run
+    the host's own code (an editable install's finder) and cost half the start-up."""
+    import site
+
+    sys.prefix, sys.exec_prefix = host_site["prefix"], host_site["exec_prefix"]
+    sys.path.extend(path for path in host_site["dirs"] if path not in sys.path)
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
+
+
 def main():
     settings = json.loads(sys.argv[1])
+    use_site(settings["site"])
     workdir, report_fd, program_fd = settings["workdir"], settings["report_fd"], settings["program_fd"]
     with os.fdopen(program_fd, encoding="utf-8") as handle:
         source = handle.read()
     read_roots = sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.__file__),
-                         *settings.get("read_roots", []), "/usr/lib", "/usr/lib64", "/lib", "/lib64",
-                         "/usr/share/zoneinfo", "/dev/urandom"})
+                         *settings["site"]["dirs"], *settings.get("read_roots", []), "/usr/lib", "/usr/lib64",
+                         "/lib", "/lib64", "/usr/share/zoneinfo", "/dev/urandom"})
     try:
         import pyseccomp  # noqa: F401  (loaded before Landlock narrows what can be read)
     except ImportError:
