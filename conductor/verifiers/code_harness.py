@@ -21,6 +21,7 @@ from conductor.verifiers.sandbox import SandboxLimits, SandboxResult, run_python
 from conductor.verifiers.verdict import Verdict
 
 _CHANNEL_MODULE = "_conductor_calls"
+TIMED_OUT, OVER_OUTPUT_CAP = "timeout", "output over the sandbox's cap"  # failures the host's load decides
 
 
 @functools.cache
@@ -98,9 +99,9 @@ def _failure(judge: SandboxResult, candidate: SandboxResult) -> str:
         if result.infra_error:
             return result.infra_error
     if judge.timed_out or candidate.timed_out:
-        return "timeout"
+        return TIMED_OUT
     if candidate.output_truncated or judge.output_truncated:
-        return "output over the sandbox's cap"
+        return OVER_OUTPUT_CAP
     failed = candidate if candidate.returncode not in (0, None) and candidate.stderr.strip() else judge
     tail = failed.stderr.strip().splitlines()[-1:] or [f"exit code {failed.returncode}"]
     return tail[0][:300]

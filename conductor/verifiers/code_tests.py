@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from conductor.verifiers.code_harness import (
+    OVER_OUTPUT_CAP,
+    TIMED_OUT,
     candidate_program,
     free_names,
     judge_program,
@@ -47,9 +49,9 @@ def _failure_detail(result: SandboxResult) -> str:
     if result.infra_error:
         return result.infra_error
     if result.timed_out:
-        return "timeout"
+        return TIMED_OUT
     if result.output_truncated:
-        return "output over the sandbox's cap"
+        return OVER_OUTPUT_CAP
     tail = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
     return tail[0][:300]
 

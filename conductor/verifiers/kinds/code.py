@@ -19,6 +19,7 @@ from conductor.verifiers.code_tests import (
 from conductor.verifiers.kinds import text
 from conductor.verifiers.registry import SimulatedAnswer, VerifierSpec
 from conductor.verifiers.sandbox import SandboxLimits
+from conductor.verifiers.verdict_memo import VerdictMemo, key_of
 
 if TYPE_CHECKING:
     from conductor.config import VerifierConfig
@@ -32,6 +33,19 @@ def limits(settings: VerifierConfig) -> SandboxLimits:
     return SandboxLimits(wall_s=settings.code_timeout_s, cpu_s=settings.code_timeout_s,
                          memory_mb=settings.code_memory_mb, require_isolation=settings.require_code_isolation,
                          require_confined_reads=not settings.allow_unconfined_code_reads)
+
+
+MEMO = VerdictMemo()
+
+
+def remembered(check: Callable[[Task, str, VerifierConfig], Verdict], fields: tuple[str, ...]
+               ) -> Callable[[Task, str, VerifierConfig], Verdict]:
+    """``check``, run once per code, task ``fields`` (the tests it reads) and limits (verdict_memo.py)."""
+    def run(task: Task, response: str, settings: VerifierConfig) -> Verdict:
+        key = key_of(check.__name__, extract_code(response), {name: task.meta.get(name) for name in fields},
+                     limits(settings))
+        return MEMO.get_or_run(key, lambda: check(task, response, settings))
+    return run
 
 
 def check_humaneval(task: Task, response: str, settings: VerifierConfig) -> Verdict:
@@ -102,9 +116,11 @@ def _no_gold(name: str, check: Callable[[Task, str, VerifierConfig], Verdict], m
     return VerifierSpec(name, check, text.final_value, text.answer_key, INSTRUCTION, reference=False, meta=meta)
 
 
+HUMANEVAL, MBPP = ("prompt", "test", "entry_point"), ("tests", "test_imports")  # the meta each kind needs
+LCB_STDIN, LCB_FUNCTIONAL = ("tests",), ("tests", "func_name", "starter_code")
 SPECS = (
-    _block("humaneval", check_humaneval, ("prompt", "test", "entry_point"), humaneval_value),
-    _block("mbpp", check_mbpp, ("tests", "test_imports"), mbpp_value),
-    _no_gold("lcb_stdin", check_lcb_stdin, ("tests",)),
-    _no_gold("lcb_functional", check_lcb_functional, ("tests", "func_name", "starter_code")),
+    _block("humaneval", remembered(check_humaneval, HUMANEVAL), HUMANEVAL, humaneval_value),
+    _block("mbpp", remembered(check_mbpp, (*MBPP, "entry_point")), MBPP, mbpp_value),  # entry_point if known
+    _no_gold("lcb_stdin", remembered(check_lcb_stdin, LCB_STDIN), LCB_STDIN),
+    _no_gold("lcb_functional", remembered(check_lcb_functional, LCB_FUNCTIONAL), LCB_FUNCTIONAL),
 )
