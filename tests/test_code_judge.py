@@ -177,6 +177,10 @@ def test_early_exits_and_load_failures_fail_with_the_candidates_reason():
         assert not verify_humaneval(block(cheat + RIGHT), PROMPT, CHECK, "add", LIMITS).correct
     broken = verify_humaneval(block("def add(a, b)\n    return a + b\n"), PROMPT, CHECK, "add", LIMITS)
     assert not broken.correct and "SyntaxError" in broken.detail
+    noisy = ("import sys, threading, time\nprint('a warning', file=sys.stderr)\n"
+             "threading.Thread(target=time.sleep, args=(600,)).start()\ndef add(a, b):\n    return 0\n")
+    wrong = verify_humaneval(block(noisy), PROMPT, CHECK, "add", LIMITS)
+    assert not wrong.correct and "AssertionError" in wrong.detail  # the test's failure, not the stopped candidate's
 
 
 def test_a_hanging_or_flooding_candidate_fails_within_the_wall_limit():

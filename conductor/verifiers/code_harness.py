@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
+from conductor.verifiers.remote_calls import CANDIDATE_ENDED
 from conductor.verifiers.sandbox import SandboxLimits, SandboxResult, run_python_pair
 from conductor.verifiers.verdict import Verdict
 
@@ -94,7 +95,7 @@ def new_marker() -> str:
 
 def _failure(judge: SandboxResult, candidate: SandboxResult) -> str:
     """Why it failed: the sandbox, the clock, the candidate's own error (it failed to load, or died), or
-    the test's."""
+    the test's (a candidate stopped after the judge was done said nothing that matters)."""
     for result in (judge, candidate):
         if result.infra_error:
             return result.infra_error
@@ -102,6 +103,8 @@ def _failure(judge: SandboxResult, candidate: SandboxResult) -> str:
         return TIMED_OUT
     if candidate.output_truncated or judge.output_truncated:
         return OVER_OUTPUT_CAP
-    failed = candidate if candidate.returncode not in (0, None) and candidate.stderr.strip() else judge
-    tail = failed.stderr.strip().splitlines()[-1:] or [f"exit code {failed.returncode}"]
-    return tail[0][:300]
+    judge_said = (judge.stderr.strip().splitlines() or [f"exit code {judge.returncode}"])[-1]
+    candidate_said = candidate.stderr.strip().splitlines()[-1:]
+    if CANDIDATE_ENDED in judge_said and candidate_said:  # it failed to load, or died: its own error says why
+        return candidate_said[0][:300]
+    return judge_said[:300]

@@ -39,6 +39,7 @@ import sys
 MAX_ITEMS = 1_000_000  # items taken from one iterator
 MAX_DEPTH = 200  # nesting of containers
 MAX_REPLY_BYTES = 64 << 20  # one reply the judge reads
+CANDIDATE_ENDED = "the candidate's process ended, or sent a reply over the cap"
 _channel = None  # the judge's (requests, replies) files, once connected
 
 
@@ -252,11 +253,14 @@ def _ask(request):
     if _channel is None:
         raise RuntimeError("remote_calls.connect was not called")
     requests, replies = _channel
-    requests.write(dumps(request))
-    requests.flush()
+    try:
+        requests.write(dumps(request))
+        requests.flush()
+    except BrokenPipeError:
+        raise EOFError(CANDIDATE_ENDED) from None
     line = replies.readline(MAX_REPLY_BYTES + 1)
     if not line.endswith(b"\n"):
-        raise EOFError("the candidate's process ended or sent a reply over the cap (its stderr says why)")
+        raise EOFError(CANDIDATE_ENDED)
     reply = json.loads(line)
     if not isinstance(reply, dict):
         raise ValueError("a reply that is not an object")

@@ -100,7 +100,7 @@ def run_python_pair(judge: str, candidate: str, limits: SandboxLimits = SandboxL
     """Run two programs, each in a sandbox of its own, joined by a pipe pair: each sees ``__channel__``, its
     (write fd, read fd) on the judge's side and (read fd, write fd) on the candidate's (remote_calls.py).
     Both share one wall limit, and the candidate is stopped once the judge is done (a thread it left running
-would otherwise hold it to the limit). Returns (the judge's result, the candidate's)."""
+    would otherwise hold it to the limit). Returns (the judge's result, the candidate's)."""
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
     try:
