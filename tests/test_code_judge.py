@@ -232,6 +232,11 @@ def test_values_cross_as_exact_builtins():
             decode(bad)
 
 
+def test_tests_that_do_not_parse_are_a_failed_check_naming_the_error():
+    verdict = verify_assert_tests(block(RIGHT), ["assert add(1, 2) == 3 +"], [], LIMITS, "add")
+    assert not verdict.correct and "SyntaxError" in verdict.detail
+
+
 def test_the_names_a_candidate_is_to_define_are_the_tests_free_names():
     setup = "import math\nfrom os import path as p\n"
     tests = "assert f(1) == g[0]\nx = 2\nassert math.isclose(h(x), 1)\nassert p.sep\nassert [y for y in k(x)]"

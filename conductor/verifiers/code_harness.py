@@ -38,7 +38,23 @@ def _load_channel() -> str:
             f"exec(compile({_remote_calls_source()!r}, 'remote_calls.py', 'exec'), {_CHANNEL_MODULE}.__dict__)\n")
 
 
-def candidate_program(source: str) -> str:
+def check(setup: str, names: Sequence[str], tests: str, candidate: str, limits: SandboxLimits,
+          passed_detail: str) -> Verdict:
+    """Run ``candidate`` (source, as ``__main__``) in one sandbox and, in another, the judge: ``setup`` (the
+    dataset's own definitions and imports), each of ``names`` bound to what the candidate defines, ``tests``,
+    then a random marker. A pass is the judge's clean exit with the marker as its last line."""
+    marker = secrets.token_hex(16)
+    judge = (f"{setup}\n\n{_load_channel()}{_CHANNEL_MODULE}.connect(__channel__)\n"
+             f"{_CHANNEL_MODULE}.bind({list(names)!r}, globals())\n\n{tests}\n\nprint({marker!r})\n")
+    judge_result, candidate_result = run_python_pair(judge, _candidate_program(candidate), limits)
+    infra_error = judge_result.infra_error or candidate_result.infra_error
+    lines = judge_result.stdout.strip().splitlines()
+    passed = judge_result.ok and not infra_error and bool(lines) and lines[-1].strip() == marker
+    detail = passed_detail if passed else _failure(judge_result, candidate_result)
+    return Verdict(passed, None, detail, infra_error=infra_error, isolation=candidate_result.isolation)
+
+
+def _candidate_program(source: str) -> str:
     """The candidate's process: run ``source`` as ``__main__`` in a namespace of its own, then serve it."""
     return (_load_channel()
             + "import sys as _conductor_sys\n"  # the frames this program adds under the candidate's own
@@ -47,13 +63,6 @@ def candidate_program(source: str) -> str:
             + " '__builtins__': __builtins__}\n"
             + f"exec(compile({source!r}, 'solution.py', 'exec'), _conductor_namespace)\n"
             + f"{_CHANNEL_MODULE}.serve(_conductor_namespace, __channel__)\n")
-
-
-def judge_program(setup: str, names: Sequence[str], tests: str, marker: str) -> str:
-    """The judge's process: ``setup`` (the dataset's own definitions and imports), then each of ``names`` bound
-    to what the candidate defines, then ``tests``, then the marker, printed only if every test held."""
-    return (f"{setup}\n\n{_load_channel()}{_CHANNEL_MODULE}.connect(__channel__)\n"
-            f"{_CHANNEL_MODULE}.bind({list(names)!r}, globals())\n\n{tests}\n\nprint({marker!r})\n")
 
 
 def remote_method(class_name: str, method: str) -> str:
@@ -67,7 +76,11 @@ def free_names(*sources: str) -> list[str]:
     read: list[str] = []
     bound: set[str] = set(dir(builtins))
     for source in sources:
-        for node in ast.walk(ast.parse(source)):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue  # the judge's run fails on it, naming the error
+        for node in ast.walk(tree):
             if isinstance(node, ast.Name):
                 (read.append if isinstance(node.ctx, ast.Load) else bound.add)(node.id)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -79,32 +92,22 @@ def free_names(*sources: str) -> list[str]:
     return list(dict.fromkeys(name for name in read if name not in bound))
 
 
-def judged(judge: str, candidate: str, limits: SandboxLimits, marker: str, passed_detail: str) -> Verdict:
-    """Run the pair and read the verdict: a pass is the judge's clean exit with the marker as its last line."""
-    judge_result, candidate_result = run_python_pair(judge, candidate, limits)
-    infra_error = judge_result.infra_error or candidate_result.infra_error
-    lines = judge_result.stdout.strip().splitlines()
-    passed = judge_result.ok and not infra_error and bool(lines) and lines[-1].strip() == marker
-    detail = passed_detail if passed else _failure(judge_result, candidate_result)
-    return Verdict(passed, None, detail, infra_error=infra_error, isolation=candidate_result.isolation)
-
-
-def new_marker() -> str:
-    return secrets.token_hex(16)
-
-
 def _failure(judge: SandboxResult, candidate: SandboxResult) -> str:
-    """Why it failed: the sandbox, the clock, the candidate's own error (it failed to load, or died), or
-    the test's (a candidate stopped after the judge was done said nothing that matters)."""
-    for result in (judge, candidate):
-        if result.infra_error:
-            return result.infra_error
-    if judge.timed_out or candidate.timed_out:
+    """Why the pair failed: the judge's run, unless the candidate's ended it (refused, out of time or output,
+    or failed to load or died first: its own error says why). A candidate stopped after the judge was done
+    said nothing that matters."""
+    ended_first = CANDIDATE_ENDED in judge.stderr and bool(candidate.stderr.strip())
+    candidate_failed = candidate.infra_error or candidate.timed_out or candidate.output_truncated or ended_first
+    return failure_detail(candidate if candidate_failed and not judge.infra_error else judge)
+
+
+def failure_detail(result: SandboxResult) -> str:
+    """Why one sandboxed run failed, in a line."""
+    if result.infra_error:
+        return result.infra_error
+    if result.timed_out:
         return TIMED_OUT
-    if candidate.output_truncated or judge.output_truncated:
+    if result.output_truncated:
         return OVER_OUTPUT_CAP
-    judge_said = (judge.stderr.strip().splitlines() or [f"exit code {judge.returncode}"])[-1]
-    candidate_said = candidate.stderr.strip().splitlines()[-1:]
-    if CANDIDATE_ENDED in judge_said and candidate_said:  # it failed to load, or died: its own error says why
-        return candidate_said[0][:300]
-    return judge_said[:300]
+    tail = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
+    return tail[0][:300]

@@ -17,16 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from conductor.verifiers.code_harness import (
-    OVER_OUTPUT_CAP,
-    TIMED_OUT,
-    candidate_program,
-    free_names,
-    judge_program,
-    judged,
-    new_marker,
-    remote_method,
-)
+from conductor.verifiers.code_harness import check, failure_detail, free_names, remote_method
 from conductor.verifiers.sandbox import SandboxLimits, SandboxResult, run_python
 from conductor.verifiers.verdict import Verdict
 
@@ -35,7 +26,7 @@ _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re
 
 def _verdict(result: SandboxResult, passed: bool, success_detail: str, failure_prefix: str = "") -> Verdict:
     """A verdict that carries the run's isolation, and its infrastructure error if the sandbox refused."""
-    detail = success_detail if passed else failure_prefix + _failure_detail(result)
+    detail = success_detail if passed else failure_prefix + failure_detail(result)
     return Verdict(passed, None, detail, infra_error=result.infra_error, isolation=result.isolation)
 
 
@@ -45,25 +36,12 @@ def extract_code(response: str) -> str:
     return blocks[-1] if blocks else response
 
 
-def _failure_detail(result: SandboxResult) -> str:
-    if result.infra_error:
-        return result.infra_error
-    if result.timed_out:
-        return TIMED_OUT
-    if result.output_truncated:
-        return OVER_OUTPUT_CAP
-    tail = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
-    return tail[0][:300]
-
-
 def verify_humaneval(response: str, prompt: str, test: str, entry_point: str, limits: SandboxLimits) -> Verdict:
     code = extract_code(response)
     defines_entry = re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE)
     candidate = f"{prompt}\n\n{code}" if defines_entry else f"{prompt}{code}"
     tests = f"{test}\n\ncheck({entry_point})"
-    marker = new_marker()
-    judge = judge_program(prompt, [entry_point, *free_names(prompt, tests)], tests, marker)
-    return judged(judge, candidate_program(candidate), limits, marker, "all tests passed")
+    return check(prompt, [entry_point, *free_names(prompt, tests)], tests, candidate, limits, "all tests passed")
 
 
 def verify_assert_tests(response: str, tests: Sequence[str], imports: Sequence[str], limits: SandboxLimits,
@@ -74,14 +52,9 @@ def verify_assert_tests(response: str, tests: Sequence[str], imports: Sequence[s
     if not tests:
         return Verdict(False, None, "no tests")
     setup, test_lines = "\n".join(imports), "\n".join(tests)
-    marker = new_marker()
-    try:
-        names = [*([entry_point] if entry_point else []), *free_names(setup, test_lines)]
-    except SyntaxError as exc:
-        return Verdict(False, None, f"the task's tests do not parse: {exc}")
-    judge = judge_program(setup, names, test_lines, marker)
-    candidate = candidate_program("\n".join([*imports, extract_code(response), ""]))
-    return judged(judge, candidate, limits, marker, f"{len(tests)} tests passed")
+    names = [*([entry_point] if entry_point else []), *free_names(setup, test_lines)]
+    candidate = "\n".join([*imports, extract_code(response), ""])
+    return check(setup, names, test_lines, candidate, limits, f"{len(tests)} tests passed")
 
 
 def outputs_match(expected: str, actual: str) -> bool:
@@ -141,8 +114,6 @@ def verify_functional_tests(response: str, tests: Sequence[dict[str, Any]], func
     prelude = "from typing import *\nimport collections, heapq, itertools, functools, math, bisect, string\n"
     if "class Solution" not in code and starter_code:
         code = f"{starter_code}\n{code}"
-    marker = new_marker()
     cases = json.dumps([[case["input"], case["output"]] for case in tests])
-    judge = judge_program("", [], _FUNCTIONAL_TESTS.format(cases=cases, solve=remote_method("Solution", func_name)),
-                          marker)
-    return judged(judge, candidate_program(prelude + code), limits, marker, f"{len(tests)} tests passed")
+    tests_text = _FUNCTIONAL_TESTS.format(cases=cases, solve=remote_method("Solution", func_name))
+    return check("", [], tests_text, prelude + code, limits, f"{len(tests)} tests passed")

@@ -97,6 +97,9 @@ def bind(names, namespace):
 
 
 _MAPPINGS = ((collections.Counter, "counter"), (collections.OrderedDict, "ordereddict"), (dict, "dict"))
+_MAPPING_KINDS = {tag: kind for kind, tag in _MAPPINGS}  # a Counter built from a dict takes its counts
+_SEQUENCE_KINDS = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "deque": collections.deque,
+                   "iter": lambda items: iter(list(items))}
 _FACTORIES = {kind.__name__: kind for kind in (int, float, str, list, dict, set, tuple)}  # a defaultdict's
 _BARE_INT = 1 << 53  # ints this small cross as JSON numbers; larger ones as hex (no str-conversion limit)
 
@@ -213,14 +216,11 @@ def decode(data, depth=0):
     if tag == "defaultdict" and len(rest) == 2 and rest[0] in _FACTORIES:
         return collections.defaultdict(_FACTORIES[rest[0]], decode(["dict", rest[1]], depth))
     items = _items(rest)
-    mappings = {tag: kind for kind, tag in _MAPPINGS}
-    if tag in mappings:
-        pairs = [(decode(_pair(item)[0], depth + 1), decode(_pair(item)[1], depth + 1)) for item in items]
-        return mappings[tag](dict(pairs))  # a Counter of a dict: its counts
-    builders = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "deque": collections.deque,
-                "iter": lambda xs: iter(list(xs))}
-    if tag in builders:
-        return builders[tag](decode(item, depth + 1) for item in items)
+    if tag in _MAPPING_KINDS:
+        pairs = (_pair(item) for item in items)
+        return _MAPPING_KINDS[tag]({decode(k, depth + 1): decode(v, depth + 1) for k, v in pairs})
+    if tag in _SEQUENCE_KINDS:
+        return _SEQUENCE_KINDS[tag](decode(item, depth + 1) for item in items)
     raise ValueError(f"unknown tag {tag[:40]!r}")
 
 
