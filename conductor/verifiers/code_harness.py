@@ -26,16 +26,13 @@ TIMED_OUT, OVER_OUTPUT_CAP = "timeout", "output over the sandbox's cap"  # failu
 
 
 @functools.cache
-def _remote_calls_source() -> str:
-    return Path(__file__).with_name("remote_calls.py").read_text(encoding="utf-8")
-
-
 def _load_channel() -> str:
     """Program text that makes ``_conductor_calls`` (remote_calls.py, from its embedded source) a module of its
-    own, so the program's other names cannot shadow its functions."""
+    own, so the program's other names cannot shadow its functions. Read once per process."""
+    source = Path(__file__).with_name("remote_calls.py").read_text(encoding="utf-8")
     return (f"import types as _conductor_types\n"
             f"{_CHANNEL_MODULE} = _conductor_types.ModuleType('remote_calls')\n"
-            f"exec(compile({_remote_calls_source()!r}, 'remote_calls.py', 'exec'), {_CHANNEL_MODULE}.__dict__)\n")
+            f"exec(compile({source!r}, 'remote_calls.py', 'exec'), {_CHANNEL_MODULE}.__dict__)\n")
 
 
 def check(setup: str, names: Sequence[str], tests: str, candidate: str, limits: SandboxLimits,
