@@ -269,7 +269,7 @@ class LearnerConfig(Section):
 
 
 class TrainConfig(Section):
-    """The training loop (cluster/train.py), synchronous or asynchronous, and its evaluation."""
+    """The training loop (cluster/grpo_recipe.py), synchronous or asynchronous, and its evaluation."""
 
     steps: int = Field(default=150, ge=0)
     questions_per_step: int = Field(default=8, ge=1)

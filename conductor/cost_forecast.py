@@ -54,7 +54,7 @@ class RunShape:
     max_staleness: int = 0
 
     def validates_after(self, step: int) -> bool:
-        """As cluster/train.py validates: every ``eval_every`` steps and after the last."""
+        """As cluster/grpo_recipe.py validates: every ``eval_every`` steps and after the last."""
         return step % self.eval_every == 0 or step == self.steps
 
     def validations_left(self, done: int) -> int:

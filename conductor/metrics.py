@@ -47,7 +47,7 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "conductor_learner_grad_norm": ("gauge", "gradient norm of the last step", ("run",)),
     "conductor_learner_tokens_per_second": ("gauge", "tokens (prompt + completion) trained per second", ("run",)),
     "conductor_learner_steps_total": ("counter", "optimizer steps", ("run",)),
-    # driver (cluster/train.py)
+    # driver (cluster/grpo_recipe.py)
     "conductor_train_phase": ("gauge", "1 for the phase the driver is in", ("run", "phase")),
     "conductor_train_staleness": ("gauge", "policy versions between the learner and the oldest trained group",
                                   ("run",)),

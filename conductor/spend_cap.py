@@ -1,4 +1,4 @@
-"""The spend cap's stop rule (``budget`` section), checked by cluster/train.py before every training step.
+"""The spend cap's stop rule (``budget`` section), checked by cluster/grpo_recipe.py before every training step.
 
 For each cap in force (``budget.max_usd`` over all providers, ``budget.max_usd_per_provider`` for one), with
 ``S`` what the run has spent under it so far (every segment: conductor/spend_meter.py) and the step and

@@ -291,7 +291,7 @@ def test_pool_actors_of_a_loopback_provider_stay_on_the_drivers_node():
     from conductor.simulator.presets import load_preset, simulated_pool_config
 
     _, config = entrypoint_config(TOY_JOB)
-    # the pool the driver builds for the simulator it serves (cluster/train.py)
+    # the pool the driver builds for the simulator it serves (cluster/grpo_recipe.py)
     [sim] = simulated_pool_config(load_preset(config.simulator), f"http://{config.simulator.host}:8300/v1").providers
     node = "ab" * 28
     options = placement_options(sim, lambda: node)

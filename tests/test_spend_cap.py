@@ -59,7 +59,7 @@ def test_the_forecast_is_the_formula_with_a_range_one_spread_wide():
 
 
 def test_a_run_under_a_cap_stops_before_the_step_that_would_pass_it_and_ends_within_it():
-    """A run of steps of known cost, checked as cluster/train.py does before every step: it stops with
+    """A run of steps of known cost, checked as cluster/grpo_recipe.py does before every step: it stops with
     room left for its closing held-out evaluation, and a raised cap lets it go on from there."""
     costs = [1.0, 1.3, 0.9, 1.1, 1.2, 1.0, 0.95, 1.25] * 3
     shape = RunShape(steps=24, eval_every=100, val_questions=0, heldout_questions=8, rollouts_per_step=8)
