@@ -17,6 +17,7 @@ import pytest
 
 from conductor.config import VerifierConfig
 from conductor.tasks.task import Task
+from conductor.verifiers import task_cgroup
 from conductor.verifiers.sandbox import LAYERS, SandboxLimits, SandboxResult, host_isolation, run_python
 from conductor.verifiers.verify import verify
 
@@ -82,6 +83,59 @@ def test_memory_bomb_is_stopped():
 def test_fork_bomb_is_refused():
     result = run_python("import os\nwhile True:\n    os.fork()", limits=LIMITS)
     assert not result.ok and "PermissionError" in result.stderr
+
+
+THREAD_BOMB = """
+import threading
+threading.stack_size(32768)  # small stacks: the address-space limit alone lets hundreds start
+release = threading.Event()
+started = 0
+try:
+    while started < 2000:
+        threading.Thread(target=release.wait).start()
+        started += 1
+except RuntimeError:
+    pass
+release.set()
+print(started)
+"""
+
+
+@requires_every_layer
+def test_thread_bomb_stops_at_the_task_limit():
+    """On a root host RLIMIT_NPROC does not bind (the kernel exempts a real uid of root): the run's pids
+    cgroup must. Without it, 481 threads started here as root (memory stopped them, not a limit)."""
+    limits = SandboxLimits(wall_s=20, cpu_s=20, memory_mb=512, max_tasks=16, require_isolation=True)
+    result = run_python(THREAD_BOMB, limits=limits)
+    assert result.ok and result.isolation["task_limit"], result.stderr
+    assert 0 < int(result.stdout) < limits.max_tasks
+
+
+@requires_every_layer
+def test_no_run_cgroup_outlives_its_run():
+    parent = task_cgroup.pids_parent()
+    for program in ("pass", "while True: pass", THREAD_BOMB):
+        run_python(program, limits=SandboxLimits(wall_s=2, cpu_s=2, memory_mb=512, max_tasks=8))
+    assert not list(parent.glob(f"{task_cgroup.PREFIX}{os.getpid()}-*"))
+
+
+@requires_every_layer
+def test_the_cgroups_of_a_process_that_died_are_swept():
+    parent = task_cgroup.pids_parent()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = parent / f"{task_cgroup.PREFIX}{int(gone.stdout)}-0"
+    stale.mkdir()
+    task_cgroup._sweep(parent)
+    assert not stale.exists()
+
+
+def test_without_a_cgroup_the_task_limit_is_reported_only_where_rlimit_nproc_binds(monkeypatch):
+    monkeypatch.setattr(task_cgroup, "create", lambda max_tasks: None)  # a host that gives no cgroup
+    result = run_python("print('ran')", limits=SandboxLimits(wall_s=5, cpu_s=5, memory_mb=512))
+    if result.isolation.get("user_namespace"):
+        assert result.isolation["task_limit"] == (os.getuid() != 0)
+    else:
+        assert not result.isolation["task_limit"]
 
 
 def test_subprocess_is_refused():

@@ -187,6 +187,7 @@ EXPECTED_EVIDENCE = {  # positive evidence that the attack ran and was stopped w
     "forge_report_and_host_fds": lambda r: r.ok,
     "change_host_file_metadata": lambda r: r.stdout.count("refused") == 2 and r.stdout.count("ignored") == 2,
     "sysv_shared_memory": lambda r: r.stdout.count("refused") == 3,
+    "raw_clone_thread_bomb": lambda r: "stopped after" in r.stdout and int(r.stdout.split()[2]) < LIMITS.max_tasks,
 }
 
 

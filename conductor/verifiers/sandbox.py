@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from conductor.verifiers import task_cgroup
+
 BOOTSTRAP = Path(__file__).with_name("sandbox_bootstrap.py")
 ISOLATION_UNAVAILABLE_EXIT = 97
-LAYERS = ("rlimits", "user_namespace", "network_namespace", "pid_namespace", "private_disk", "capabilities",
-          "landlock_filesystem", "landlock_scopes", "seccomp")
+LAYERS = ("rlimits", "user_namespace", "network_namespace", "pid_namespace", "task_limit", "private_disk",
+          "capabilities", "landlock_filesystem", "landlock_scopes", "seccomp")
 _SAFE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 _CHUNK = 65536
 _KILL_GRACE_S = 2.0
@@ -59,6 +61,7 @@ class SandboxLimits:
     file_mb: int = 16  # largest single file it may write
     max_files: int = 1024  # inodes in its tmpfs
     max_open_files: int = 64
+    max_tasks: int = 64  # processes and threads: RLIMIT_NPROC in its user namespace, and a pids cgroup (root hosts)
     require_isolation: bool = False
     # refuse where Landlock is unavailable: the only layer that stops reads, and without it a program reads what
     # the host user can (a parent's /proc/<pid>/environ and its API keys among them)
@@ -130,6 +133,7 @@ class _Started:
     workdir: str
     report_read: int
     started: float
+    cgroup: Optional[Path]
 
 
 def _start(program: str, stdin: str, limits: SandboxLimits, channel: tuple[int, ...]) -> _Started | SandboxResult:
@@ -137,10 +141,12 @@ def _start(program: str, stdin: str, limits: SandboxLimits, channel: tuple[int, 
     program_fd = _sealed_file(program.encode("utf-8"))
     stdin_fd = _sealed_file(stdin.encode("utf-8", "replace"))
     report_read, report_write = os.pipe()
+    cgroup = task_cgroup.create(limits.max_tasks)
     settings = {"workdir": workdir, "program_fd": program_fd, "report_fd": report_write, "channel": list(channel),
                 "memory_mb": limits.memory_mb, "cpu_s": limits.cpu_s, "file_mb": limits.file_mb,
                 "disk_mb": limits.disk_mb, "max_files": limits.max_files,
-                "max_open_files": limits.max_open_files, "required_layers": list(limits.required_layers),
+                "max_open_files": limits.max_open_files, "max_tasks": limits.max_tasks,
+                "task_cgroup": str(cgroup) if cgroup else None, "required_layers": list(limits.required_layers),
                 "site": _host_site()}
     started = time.monotonic()
     try:
@@ -153,11 +159,12 @@ def _start(program: str, stdin: str, limits: SandboxLimits, channel: tuple[int, 
     except OSError as exc:
         os.close(report_read)
         _remove(workdir)
+        task_cgroup.remove(cgroup)
         return SandboxResult(None, "", "", False, 0.0, infra_error=f"sandbox could not start: {exc}")
     finally:
         for fd in (program_fd, stdin_fd, report_write):
             os.close(fd)
-    return _Started(process, workdir, report_read, started)
+    return _Started(process, workdir, report_read, started, cgroup)
 
 
 def _finish(run: _Started, limits: SandboxLimits) -> SandboxResult:
@@ -168,6 +175,7 @@ def _finish(run: _Started, limits: SandboxLimits) -> SandboxResult:
     finally:
         _kill_group(process)
         _remove(run.workdir)
+        task_cgroup.remove(run.cgroup)
     isolation = _parse_report(streams["report"])
     returncode = None if timed_out else process.returncode
     result = SandboxResult(returncode, streams["stdout"].decode("utf-8", "replace"),

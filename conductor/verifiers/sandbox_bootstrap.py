@@ -11,10 +11,10 @@ Layers, each a kernel mechanism, applied in this order (the report names each on
 1. ``rlimits``: address space, CPU seconds, file size, open files, no core dumps.
 2. Namespaces, one ``unshare``: ``user`` (the program's capabilities exist only there), ``network``
    (loopback down: not even 127.0.0.1), ``pid`` (this process forks once; the program is pid 1 of a
-   namespace holding nothing else, so no host process can be named), ``mount``, and IPC/UTS. In the
-   namespace at most ``MAX_TASKS`` processes and threads (``RLIMIT_NPROC``, counted within it), so a
-   thread bomb cannot use up the host's process ids; the kernel exempts a host that runs as root
-   (docs/architecture.md says what is left there).
+   namespace holding nothing else, so no host process can be named), ``mount``, and IPC/UTS.
+   ``task_limit``: at most ``max_tasks`` processes and threads, so a thread bomb cannot use up the host's
+   process ids: ``RLIMIT_NPROC`` in the namespace (counted within it), which the kernel does not apply to
+   a host that runs as root, and so also the run's pids cgroup (task_cgroup.py), joined before the unshare.
 3. ``private_disk``: a tmpfs of ``disk_mb`` and ``max_files`` inodes mounted over the work dir in the
    private mount namespace. Files written there never reach the host's disk and vanish with the
    program; a hard link to a host file is impossible (another filesystem).
@@ -62,7 +62,6 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 <<
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 38, 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
 AF_UNIX, SOCK_STREAM, SOCK_TYPE_MASK = 1, 1, 0xF
-MAX_TASKS = 64  # processes and threads in the sandbox's user namespace
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -76,6 +75,18 @@ def apply_rlimits(settings):
                         (resource.RLIMIT_NOFILE, settings["max_open_files"]), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(name, (value, value))
     return True
+
+
+def join_cgroup(path):
+    """Move this process (and so all it starts) into the run's pids cgroup, made by the host."""
+    if not path:
+        return False
+    try:
+        with open(os.path.join(path, "cgroup.procs"), "w") as procs:
+            procs.write(f"{os.getpid()}\n")
+        return True
+    except OSError:
+        return False
 
 
 def enter_namespaces():
@@ -253,12 +264,15 @@ def main():
     except ImportError:
         pass
     layers = {"rlimits": apply_rlimits(settings)}
+    in_cgroup, host_root = join_cgroup(settings.get("task_cgroup")), os.getuid() == 0
     namespaces = enter_namespaces()
     if namespaces:
-        resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))  # counted within the namespace
+        max_tasks = settings["max_tasks"]
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_tasks, max_tasks))  # counted within the namespace
         become_pid_one(keep_fds=(report_fd, *settings.get("channel", ())))
     for name in ("user_namespace", "network_namespace", "pid_namespace"):
         layers[name] = namespaces
+    layers["task_limit"] = in_cgroup or (namespaces and not host_root)  # the kernel exempts a real uid of root
     layers["private_disk"] = namespaces and mount_private_disk(workdir, settings["disk_mb"], settings["max_files"])
     os.chdir(workdir)
     layers["capabilities"] = drop_capabilities()

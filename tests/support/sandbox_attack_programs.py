@@ -191,6 +191,27 @@ for label, result in (('shmget', libc.shmget(0, 1 << 20, 0o1600)), ('msgget', li
                       ('semget', libc.semget(0, 1, 0o1600))):
     print('DID' if result >= 0 else 'refused', label, result)
 """,
+    # Raw clone(CLONE_THREAD) threads that share the caller's stack and only ever pause: no stack, no memory,
+    # no CPU, so no rlimit but a task limit stops them; a root host is exempt from RLIMIT_NPROC.
+    "raw_clone_thread_bomb": """
+import ctypes, mmap, os
+code = bytes([0xB8, 56, 0, 0, 0,  # mov eax, clone
+              0xBF, 0x00, 0x0F, 0x05, 0x00,  # mov edi, VM|FS|FILES|SIGHAND|THREAD|SYSVSEM (0x50F00)
+              0x31, 0xF6, 0x31, 0xD2, 0x45, 0x31, 0xD2, 0x45, 0x31, 0xC0,  # no new stack, no tids, no tls
+              0x0F, 0x05, 0x48, 0x85, 0xC0, 0x74, 0x01, 0xC3,  # syscall; the caller returns the result
+              0xB8, 34, 0, 0, 0, 0x0F, 0x05, 0xEB, 0xF7])  # the thread: pause, forever, touching no memory
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+clone = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+started = 0
+while started < 5000:
+    result = clone()
+    if result < 0:
+        break
+    started += 1
+print('stopped after', started, 'threads, errno', -result, flush=True)
+os._exit(0)  # no unmapping of the page the threads are parked in
+""",
     # Forge the isolation report or reach the host's descriptors.
     "forge_report_and_host_fds": """
 import json, os
