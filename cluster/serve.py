@@ -6,7 +6,8 @@
 vLLM engine, the pool's clients in-process. ``serve.runtime: ray_serve`` deploys it on the Ray cluster at
 ``RAY_ADDRESS`` (or a local one): a ``ConductorEngine`` deployment (vLLM, ``serve.deployment.engine_replicas``)
 and an autoscaled ``ConductorIngress`` deployment (the HTTP app), whose replicas share the pool's
-WorkerPool actors (actors/worker_pool.py), so a provider's rate limits hold across all of them.
+WorkerPool actors (actors/worker_pool.py), so a provider's rate limits hold across all of them, and each
+caller key's rate limit is one ``KeyLimitActor``'s (actors/key_limit_actor.py).
 With no ``pool.workers`` configured, the simulated pool (``simulator.*``) is served from this process
 on loopback; keep the process running. A policy trained with the cost dial (its cost_dial.json,
 conductor/cost_dial.py) takes ``conductor.cost_quality`` per request; one without refuses it.
@@ -161,6 +162,7 @@ class ConductorIngress:
     def __init__(self, config_json: str, policy_path: str, engine: Any):
         from transformers import AutoTokenizer
 
+        from actors.key_limit_actor import SharedKeyLimiter
         from actors.worker_pool import RayPool
         from conductor.serving.app import create_app
         from conductor.serving.orchestrator import Orchestrator
@@ -169,7 +171,8 @@ class ConductorIngress:
         pool = RayPool(config.pool, seed=config.seed, run_name=f"serve-{config.run_name}", detached=True)
         orchestrator = Orchestrator(config, EngineHandleGenerator(engine), AutoTokenizer.from_pretrained(policy_path),
                                     pool, policy_card(policy_path, config.reward))
-        self.conductor_app = create_app(orchestrator, config.serve)  # `app` is the Serve wrapper's own
+        limiter = SharedKeyLimiter(config.serve.limits)  # one set of buckets, whatever the replica count
+        self.conductor_app = create_app(orchestrator, config.serve, limiter)  # `app` is the Serve wrapper's own
         freeze_startup_heap()
 
     def __serve_build_asgi_app__(self) -> Any:

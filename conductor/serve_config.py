@@ -66,9 +66,9 @@ class ServeAuth(Section):
 
 
 class ServeLimits(Section):
-    requests_per_minute: Optional[float] = Field(default=600, gt=0, description="per key and serving process (on "
-                                                 "Ray Serve each ingress replica keeps its own buckets: a key "
-                                                 "may make up to this times the replicas); None = no limit")
+    requests_per_minute: Optional[float] = Field(default=600, gt=0, description="per key, across the endpoint (on "
+                                                 "Ray Serve every ingress replica asks one actor: "
+                                                 "actors/key_limit_actor.py); None = no limit")
     burst: int = Field(default=20, ge=1, description="requests a key may make at once after being idle")
     max_cost_usd: Optional[float] = Field(default=None, gt=0, description="per request, whatever it asks")
     request_timeout_s: float = Field(default=900.0, gt=0, description="whole request; workers can be slow")

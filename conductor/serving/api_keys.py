@@ -7,7 +7,8 @@ about which digest, or how much of one, matched. A key is known to the rest of t
 short, non-reversible id (the digest's first 12 hex digits), which is what logs and limits use.
 
 Rate limit: a token bucket per key, ``burst`` deep, refilled at ``requests_per_minute / 60`` per second.
-An empty bucket answers 429 with ``Retry-After``: the seconds until one token is back.
+An empty bucket answers 429 with ``Retry-After``: the seconds until one token is back. One set of buckets
+per endpoint: the standalone server's own, or on Ray Serve one actor that every ingress replica asks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import math
 import os
 import threading
 import time
-from typing import Optional
+from typing import Optional, Protocol
 
 from conductor.serve_config import ServeAuth, ServeLimits
 from conductor.serving.api_errors import ApiError
@@ -58,29 +59,48 @@ class KeyRing:
         return matched.hex()[:12]
 
 
+class RequestLimiter(Protocol):
+    async def admit(self, key_id: str) -> None:
+        """Take a token for ``key_id`` or raise a 429 (``rate_limited``)."""
+
+
 class KeyLimiter:
+    """The buckets of this process. On Ray Serve the ingress replicas share one set instead
+    (actors/key_limit_actor.py), which calls ``take`` and answers with the same 429."""
+
     def __init__(self, limits: ServeLimits):
         self.rate = limits.requests_per_minute / 60.0 if limits.requests_per_minute else None
         self.burst = float(limits.burst)
         self.buckets: dict[str, tuple[float, float]] = {}  # key id -> (tokens, as of)
         self.lock = threading.Lock()
 
-    def admit(self, key_id: str, now: Optional[float] = None) -> None:
-        """Take a token for ``key_id`` or raise a 429 with ``Retry-After``."""
+    def take(self, key_id: str, now: Optional[float] = None) -> float:
+        """Take a token for ``key_id``: 0.0 when taken, else the seconds until one is back (none taken)."""
         if self.rate is None:
-            return
+            return 0.0
         now = time.monotonic() if now is None else now
         with self.lock:
             tokens, since = self.buckets.get(key_id, (self.burst, now))
             tokens = min(self.burst, tokens + (now - since) * self.rate)
             if tokens < 1.0:
                 self.buckets[key_id] = (tokens, now)
-                wait = (1.0 - tokens) / self.rate
-                raise ApiError(429, f"Rate limit reached for this key: {self.rate * 60:g} requests per minute. "
-                               f"Try again in {wait:.2f}s.", kind="rate_limit_error", code="rate_limit_exceeded",
-                               headers={"retry-after": str(max(1, math.ceil(wait))),
-                                        "retry-after-ms": str(max(1, math.ceil(wait * 1000)))})
+                return (1.0 - tokens) / self.rate
             self.buckets[key_id] = (tokens - 1.0, now)
+            return 0.0
+
+    async def admit(self, key_id: str) -> None:
+        """Take a token for ``key_id`` or raise a 429 with ``Retry-After``."""
+        wait = self.take(key_id)
+        if wait > 0:
+            raise rate_limited(self.rate, wait)
+
+
+def rate_limited(rate_per_s: float, wait_s: float) -> ApiError:
+    """The 429 of an empty bucket, in OpenAI's words, with the seconds until a token is back."""
+    return ApiError(429, f"Rate limit reached for this key: {rate_per_s * 60:g} requests per minute. "
+                    f"Try again in {wait_s:.2f}s.", kind="rate_limit_error", code="rate_limit_exceeded",
+                    headers={"retry-after": str(max(1, math.ceil(wait_s))),
+                             "retry-after-ms": str(max(1, math.ceil(wait_s * 1000)))})
 
 
 if __name__ == "__main__":  # a key on stdin -> the digest to put in serve.auth.key_hashes

@@ -26,7 +26,7 @@ from starlette.requests import ClientDisconnect
 
 from conductor.serve_config import ServeConfig
 from conductor.serving.api_errors import ApiError, from_validation
-from conductor.serving.api_keys import KeyLimiter, KeyRing
+from conductor.serving.api_keys import KeyLimiter, KeyRing, RequestLimiter
 from conductor.serving.api_schema import ChatCompletionRequest, ResponsesRequest
 from conductor.serving.json_body import parse_json_body
 from conductor.serving.openai_format import DONE, ChatFormat, ResponsesFormat
@@ -50,8 +50,9 @@ class _Events:
         self.queue.put_nowait(("delta", text))
 
 
-def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
-    keys, limiter = KeyRing(serve.auth), KeyLimiter(serve.limits)
+def create_app(orchestrator: Orchestrator, serve: ServeConfig, limiter: Optional[RequestLimiter] = None) -> FastAPI:
+    """``limiter``: the per-key buckets, if not this process's own (Ray Serve's replicas share one)."""
+    keys, limiter = KeyRing(serve.auth), limiter or KeyLimiter(serve.limits)
     timeout_s = serve.limits.request_timeout_s
     app = FastAPI(title="Conductor", docs_url=None, redoc_url=None, openapi_url=None)
     created = int(time.time())
@@ -75,9 +76,9 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
         return error_response(ApiError(exc.status_code, f"Invalid URL ({request.method[:16]} on an unknown route).",
                                        code="unknown_url" if exc.status_code == 404 else None))
 
-    def admit(request: Request) -> None:
+    async def admit(request: Request) -> None:
         request.state.key_id = keys.identify(request.headers.get("authorization"))
-        limiter.admit(request.state.key_id)
+        await limiter.admit(request.state.key_id)
 
     async def body_of(request: Request, schema: Any) -> Any:
         raw = await request.body()  # held to max_body_bytes and body_timeout_s by the guard
@@ -100,12 +101,12 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
-        admit(request)
+        await admit(request)
         return {"object": "list", "data": [model_card(name) for name in orchestrator.models]}
 
     @app.get("/v1/models/{name}")
     async def model(name: str, request: Request) -> dict[str, Any]:
-        admit(request)
+        await admit(request)
         orchestrator.model(name)
         return model_card(name)
 
@@ -114,7 +115,7 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
-        admit(request)
+        await admit(request)
         body: ChatCompletionRequest = await body_of(request, ChatCompletionRequest)
         served = ServeRequest(orchestrator.model(body.model), body.question(), body.conductor, body.answer_max_tokens,
                               body.answer_sampling, question_param="messages")
@@ -149,7 +150,7 @@ def create_app(orchestrator: Orchestrator, serve: ServeConfig) -> FastAPI:
 
     @app.post("/v1/responses")
     async def responses(request: Request) -> Response:
-        admit(request)
+        await admit(request)
         body: ResponsesRequest = await body_of(request, ResponsesRequest)
         served = ServeRequest(orchestrator.model(body.model), body.question(), body.conductor, body.answer_max_tokens,
                               body.answer_sampling, question_param="input")
