@@ -120,13 +120,25 @@ def test_no_run_cgroup_outlives_its_run():
 
 
 @requires_every_layer
-def test_the_cgroups_of_a_process_that_died_are_swept():
+def test_run_cgroups_left_behind_are_swept_and_busy_or_fresh_ones_kept():
     parent = task_cgroup.pids_parent()
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = parent / f"{task_cgroup.PREFIX}{int(gone.stdout)}-0"
-    stale.mkdir()
-    task_cgroup._sweep(parent)
-    assert not stale.exists()
+    left, fresh, busy = (parent / f"{task_cgroup.PREFIX}{os.getpid()}-{name}" for name in ("left", "fresh", "busy"))
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        for path in (left, fresh, busy):
+            path.mkdir()
+        (busy / "cgroup.procs").write_text(str(sleeper.pid))
+        long_ago = time.time() - 2 * task_cgroup.STALE_S
+        for path in (left, busy):
+            os.utime(path, (long_ago, long_ago))
+        task_cgroup._sweep(parent)
+        assert not left.exists() and fresh.exists() and busy.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for path in (fresh, busy):
+            task_cgroup.remove(path)
+    assert not busy.exists()
 
 
 def test_without_a_cgroup_the_task_limit_is_reported_only_where_rlimit_nproc_binds(monkeypatch):

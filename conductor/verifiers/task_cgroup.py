@@ -12,8 +12,8 @@ Where: the pids hierarchy this process belongs to (``/proc/self/cgroup``, mounte
 ``pids.max`` (its ``cgroup.subtree_control`` holds ``pids``, or accepts it). A host where neither is writable
 (a container without a delegated cgroup) gets ``None``, and the sandbox reports the ``task_limit`` layer only
 where ``RLIMIT_NPROC`` binds (docs/architecture.md, the attack table).
-Run cgroups are named ``conductor-sbx-<host pid>-<n>``; one whose host process is gone is removed when the
-next process here makes its first.
+Run cgroups are named ``conductor-sbx-<host pid>-<n>``; one left behind (its host process was killed) is
+removed when the next process here makes its first.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Optional
 
 PREFIX = "conductor-sbx-"
+STALE_S = 600.0
 _REMOVE_WAIT_S = 2.0  # a killed run's tasks leave the cgroup a moment after its bootstrap is reaped
 _numbers = itertools.count()
 _leftover: set[Path] = set()  # run cgroups still busy when their run ended, retried at the next create
@@ -132,22 +133,19 @@ def _own_pids_cgroup() -> Optional[Path]:
 
 
 def _sweep(parent: Path) -> None:
-    """Remove the run cgroups of processes that are gone (killed before their runs' cleanup)."""
+    """Remove the run cgroups left by processes killed before their runs' cleanup: any of them empty and
+    older than ``STALE_S``. One still holding tasks cannot be removed (the kernel refuses), and none is empty
+    that long while in use: a run joins its cgroup as it starts. (Not by owner pid: a host whose containers
+    share a cgroup hierarchy has pids that this process's namespace cannot see.)"""
+    now = time.time()
     try:
         entries = list(parent.glob(f"{PREFIX}*"))
     except OSError:
         return
     for entry in entries:
-        owner = entry.name[len(PREFIX):].split("-", 1)[0]
-        if owner.isdigit() and int(owner) != os.getpid() and not _alive(int(owner)):
+        try:
+            stale = now - entry.stat().st_mtime > STALE_S
+        except OSError:
+            continue
+        if stale:
             _try_remove(entry)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
