@@ -171,7 +171,7 @@ class ConductorIngress:
         pool = RayPool(config.pool, seed=config.seed, run_name=f"serve-{config.run_name}", detached=True)
         orchestrator = Orchestrator(config, EngineHandleGenerator(engine), AutoTokenizer.from_pretrained(policy_path),
                                     pool, policy_card(policy_path, config.reward))
-        limiter = SharedKeyLimiter(config.serve.limits)  # one set of buckets, whatever the replica count
+        limiter = SharedKeyLimiter(config.serve.limits, scope=config.run_name)  # one set, whatever the replicas
         self.conductor_app = create_app(orchestrator, config.serve, limiter)  # `app` is the Serve wrapper's own
         freeze_startup_heap()
 

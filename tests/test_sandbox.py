@@ -120,29 +120,60 @@ def test_no_run_cgroup_outlives_its_run():
 
 
 @requires_every_layer
-def test_run_cgroups_left_behind_are_swept_and_busy_or_fresh_ones_kept():
+def test_a_run_left_by_a_killed_host_is_killed_and_removed_once_past_its_deadline():
+    """A host killed mid-run leaves its program running (nothing ties the two) in a busy cgroup: a later
+    sweep, past the run's wall limit and grace, kills what is left and removes the cgroup; before, it waits."""
+    program = "import time; print('up', flush=True); time.sleep(10 ** 6)"
+    host = subprocess.Popen([sys.executable, "-c", "from conductor.verifiers.sandbox import SandboxLimits, run_python\n"
+                             f"run_python({program!r}, limits=SandboxLimits(wall_s=5, memory_mb=512))"],
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
     parent = task_cgroup.pids_parent()
-    left, fresh, busy = (parent / f"{task_cgroup.PREFIX}{os.getpid()}-{name}" for name in ("left", "fresh", "busy"))
-    sleeper = subprocess.Popen(["sleep", "30"])
     try:
-        for path in (left, fresh, busy):
-            path.mkdir()
-        (busy / "cgroup.procs").write_text(str(sleeper.pid))
-        long_ago = time.time() - 2 * task_cgroup.STALE_S
-        for path in (left, busy):
-            os.utime(path, (long_ago, long_ago))
-        task_cgroup._sweep(parent)
-        assert not left.exists() and fresh.exists() and busy.exists()
+        deadline = time.monotonic() + 60
+        while True:
+            runs = list(parent.glob(f"{task_cgroup.PREFIX}{host.pid}-*"))
+            tasks = [int(pid) for run in runs for pid in (run / "cgroup.procs").read_text().split()]
+            if len(tasks) >= 2 or time.monotonic() > deadline:  # the bootstrap and the program, pid 1 of its own
+                break
+            time.sleep(0.1)
     finally:
-        sleeper.kill()
-        sleeper.wait()
-        for path in (fresh, busy):
-            task_cgroup.remove(path)
-    assert not busy.exists()
+        host.kill()
+        host.wait()
+    assert len(runs) == 1 and len(tasks) >= 2
+    task_cgroup.sweep_expired(parent)
+    assert runs[0].exists() and all(Path(f"/proc/{pid}").exists() for pid in tasks)  # not past its deadline
+    task_cgroup.sweep_expired(parent, now=time.time() + 5 + task_cgroup.GRACE_S + 1)
+    assert not runs[0].exists() and not any(Path(f"/proc/{pid}/stat").exists() and
+                                            Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+                                            for pid in tasks)
+
+
+@requires_every_layer
+def test_concurrent_first_runs_each_get_a_cgroup_and_a_taken_name_is_left_alone():
+    """Eight threads making a fresh process's first cgroups at once all get one; a cgroup already named as
+    this process would name one (pid reuse, another container) is neither used nor removed."""
+    snippet = ("import os, threading\nfrom conductor.verifiers import task_cgroup\n"
+               "out = [None] * 8\nbarrier = threading.Barrier(8)\n"
+               "def go(i):\n    barrier.wait()\n    out[i] = task_cgroup.create(8, 5)\n"
+               "threads = [threading.Thread(target=go, args=(i,)) for i in range(8)]\n"
+               "[t.start() for t in threads]; [t.join() for t in threads]\n"
+               "print(sum(p is not None for p in out), len(set(out)))\n"
+               "[task_cgroup.remove(p) for p in out]\n")
+    done = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert done.stdout.split() == ["8", "8"], done.stderr[-2000:]
+    parent = task_cgroup.pids_parent()
+    theirs = parent / f"{task_cgroup.PREFIX}{os.getpid()}-0"
+    theirs.mkdir()
+    try:
+        result = run_python("print('ran')", limits=SandboxLimits(wall_s=5, cpu_s=5, memory_mb=512))
+        assert result.ok and result.isolation["task_limit"] and theirs.exists()
+    finally:
+        task_cgroup.remove(theirs)
 
 
 def test_without_a_cgroup_the_task_limit_is_reported_only_where_rlimit_nproc_binds(monkeypatch):
-    monkeypatch.setattr(task_cgroup, "create", lambda max_tasks: None)  # a host that gives no cgroup
+    monkeypatch.setattr(task_cgroup, "create", lambda max_tasks, wall_s: None)  # a host that gives no cgroup
     result = run_python("print('ran')", limits=SandboxLimits(wall_s=5, cpu_s=5, memory_mb=512))
     if result.isolation.get("user_namespace"):
         assert result.isolation["task_limit"] == (os.getuid() != 0)

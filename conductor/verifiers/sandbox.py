@@ -67,6 +67,10 @@ class SandboxLimits:
     # the host user can (a parent's /proc/<pid>/environ and its API keys among them)
     require_confined_reads: bool = True
 
+    def __post_init__(self) -> None:
+        if self.max_tasks < 1:
+            raise ValueError(f"max_tasks must be at least 1 (got {self.max_tasks}): the program's own thread is one")
+
     @property
     def required_layers(self) -> tuple[str, ...]:
         """The layers without which the program is not run (the bootstrap exits first)."""
@@ -106,9 +110,15 @@ def run_python_pair(judge: str, candidate: str, limits: SandboxLimits = SandboxL
     would otherwise hold it to the limit). Returns (the judge's result, the candidate's)."""
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
+    judged: _Started | SandboxResult | None = None
     try:
         judged = _start(judge, "", limits, channel=(requests_write, replies_read))
         served = _start(candidate, "", limits, channel=(requests_read, replies_write))
+    except BaseException:
+        if isinstance(judged, _Started):  # the candidate never started: stop the judge, its dir and cgroup
+            _kill_group(judged.process, close_streams=False)
+            _finish(judged, limits)
+        raise
     finally:
         for fd in (requests_read, requests_write, replies_read, replies_write):
             os.close(fd)  # the children hold their ends: either one's exit is the other's end of file
@@ -141,7 +151,7 @@ def _start(program: str, stdin: str, limits: SandboxLimits, channel: tuple[int, 
     program_fd = _sealed_file(program.encode("utf-8"))
     stdin_fd = _sealed_file(stdin.encode("utf-8", "replace"))
     report_read, report_write = os.pipe()
-    cgroup = task_cgroup.create(limits.max_tasks)
+    cgroup = task_cgroup.create(limits.max_tasks, limits.wall_s)
     settings = {"workdir": workdir, "program_fd": program_fd, "report_fd": report_write, "channel": list(channel),
                 "memory_mb": limits.memory_mb, "cpu_s": limits.cpu_s, "file_mb": limits.file_mb,
                 "disk_mb": limits.disk_mb, "max_files": limits.max_files,

@@ -9,48 +9,63 @@ threads stay in it), and the host removes it once the run is killed.
 
 Where: the pids hierarchy this process belongs to (``/proc/self/cgroup``, mounted per
 ``/proc/self/mountinfo``): cgroup v1's ``pids`` controller, or a cgroup v2 directory whose children get
-``pids.max`` (its ``cgroup.subtree_control`` holds ``pids``, or accepts it). A host where neither is writable
-(a container without a delegated cgroup) gets ``None``, and the sandbox reports the ``task_limit`` layer only
-where ``RLIMIT_NPROC`` binds (docs/architecture.md, the attack table).
-Run cgroups are named ``conductor-sbx-<host pid>-<n>``; one left behind (its host process was killed) is
-removed when the next process here makes its first.
+``pids.max`` (its ``cgroup.subtree_control`` holds ``pids``, or accepts it: in practice only a cgroup that
+holds no process itself, the kernel's rule). A host where neither is writable (a container without a
+delegated cgroup) gets ``None``, and the sandbox reports the ``task_limit`` layer only where
+``RLIMIT_NPROC`` binds (docs/architecture.md, the attack table).
+
+Names: ``conductor-sbx-<host pid>-<random>-<deadline>``, the deadline (epoch seconds) past which nothing of
+the run may be alive: its wall limit plus ``GRACE_S``. A host process killed mid-run leaves its program
+running (nothing ties the two) and its cgroup busy; any process here that makes cgroups, at most once every
+``SWEEP_EVERY_S``, kills what is left in run cgroups past their deadline and removes them.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
 import os
+import secrets
+import signal
 import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 PREFIX = "conductor-sbx-"
-STALE_S = 600.0
+GRACE_S = 60.0
+SWEEP_EVERY_S = 60.0
 _REMOVE_WAIT_S = 2.0  # a killed run's tasks leave the cgroup a moment after its bootstrap is reaped
-_numbers = itertools.count()
+_lock = threading.Lock()  # the leftovers and the sweep's clock
+_parent_lock = threading.Lock()  # the first look for the parent directory (it removes its probe: _lock)
+_parent: dict[str, Optional[Path]] = {}  # found once: "parent" -> the directory, or None
 _leftover: set[Path] = set()  # run cgroups still busy when their run ended, retried at the next create
-_leftover_lock = threading.Lock()
+_last_sweep = [0.0]
 
 
-def create(max_tasks: int) -> Optional[Path]:
-    """A new cgroup allowing ``max_tasks`` processes and threads, or None where this host gives none."""
+def create(max_tasks: int, wall_s: float) -> Optional[Path]:
+    """A new cgroup allowing ``max_tasks`` processes and threads to a run of at most ``wall_s`` seconds, or
+    None where this host gives none."""
+    if max_tasks < 1:
+        raise ValueError(f"max_tasks must be at least 1 (got {max_tasks})")
     parent = pids_parent()
     if parent is None:
         return None
-    with _leftover_lock:
-        stale = list(_leftover)
-    for busy in stale:
-        _try_remove(busy)
-    path = parent / f"{PREFIX}{os.getpid()}-{next(_numbers)}"
-    try:
-        path.mkdir()
-        (path / "pids.max").write_text(f"{max_tasks}\n")
-    except OSError:
-        _try_remove(path)
-        return None
-    return path
+    _tidy(parent)
+    deadline = int(time.time() + wall_s + GRACE_S)
+    for _ in range(3):  # a name taken (pid reuse, another container's process) is never touched: draw again
+        path = parent / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}-{deadline}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+        try:
+            (path / "pids.max").write_text(f"{max_tasks}\n")
+        except OSError:
+            _try_remove(path)
+            return None
+        return path
+    return None
 
 
 def remove(path: Optional[Path]) -> None:
@@ -60,32 +75,25 @@ def remove(path: Optional[Path]) -> None:
     deadline = time.monotonic() + _REMOVE_WAIT_S
     while not _try_remove(path):
         if time.monotonic() > deadline:
-            with _leftover_lock:
+            with _lock:
                 _leftover.add(path)
             return
         time.sleep(0.01)
 
 
-def _try_remove(path: Path) -> bool:
-    try:
-        path.rmdir()
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return False
-    with _leftover_lock:
-        _leftover.discard(path)
-    return True
-
-
-@functools.cache
 def pids_parent() -> Optional[Path]:
     """The directory run cgroups are made in (checked once: one made, limited and removed), or None."""
+    with _parent_lock:
+        if "parent" not in _parent:
+            _parent["parent"] = _usable_parent()
+        return _parent["parent"]
+
+
+def _usable_parent() -> Optional[Path]:
     parent = _own_pids_cgroup()
     if parent is None:
         return None
-    _sweep(parent)
-    probe = parent / f"{PREFIX}{os.getpid()}-probe"
+    probe = parent / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}-probe"
     try:
         probe.mkdir()
     except OSError:
@@ -99,6 +107,64 @@ def pids_parent() -> Optional[Path]:
         return None
     finally:
         _try_remove(probe)
+
+
+def _try_remove(path: Path) -> bool:
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    with _lock:
+        _leftover.discard(path)
+    return True
+
+
+def _tidy(parent: Path) -> None:
+    """This process's busy leftovers again; every process's expired run cgroups, now and then."""
+    with _lock:
+        leftovers = list(_leftover)
+        sweep = time.monotonic() - _last_sweep[0] > SWEEP_EVERY_S
+        if sweep:
+            _last_sweep[0] = time.monotonic()
+    for path in leftovers:
+        _try_remove(path)
+    if sweep:
+        sweep_expired(parent)
+
+
+def sweep_expired(parent: Path, now: Optional[float] = None) -> None:
+    """Kill what is left in run cgroups past their deadline (a host killed mid-run leaves its program
+    running) and remove them. One without a deadline in its name (a probe) counts from its last change."""
+    now = time.time() if now is None else now
+    try:
+        entries = list(parent.glob(f"{PREFIX}*"))
+    except OSError:
+        return
+    for entry in entries:
+        tail = entry.name.rsplit("-", 1)[-1]
+        try:
+            deadline = int(tail) if tail.isdigit() else entry.stat().st_mtime + GRACE_S
+        except OSError:
+            continue
+        if now > deadline and not _try_remove(entry):
+            _kill_tasks(entry)
+            remove(entry)
+
+
+def _kill_tasks(path: Path) -> None:
+    try:
+        pids = [int(line) for line in (path / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return
+    for pid in pids:
+        if pid <= 0:  # a task of another pid namespace shows as 0: never signal by group
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _own_pids_cgroup() -> Optional[Path]:
@@ -130,22 +196,3 @@ def _own_pids_cgroup() -> Optional[Path]:
             if os.access(directory, os.W_OK):
                 return directory
     return None
-
-
-def _sweep(parent: Path) -> None:
-    """Remove the run cgroups left by processes killed before their runs' cleanup: any of them empty and
-    older than ``STALE_S``. One still holding tasks cannot be removed (the kernel refuses), and none is empty
-    that long while in use: a run joins its cgroup as it starts. (Not by owner pid: a host whose containers
-    share a cgroup hierarchy has pids that this process's namespace cannot see.)"""
-    now = time.time()
-    try:
-        entries = list(parent.glob(f"{PREFIX}*"))
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            stale = now - entry.stat().st_mtime > STALE_S
-        except OSError:
-            continue
-        if stale:
-            _try_remove(entry)
