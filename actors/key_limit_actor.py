@@ -132,7 +132,7 @@ class SharedKeyLimiter:
         self.own_until = 0.0
 
     def _fall_back(self, exc: Exception) -> None:
-        if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError)) or self.actor is None:
+        if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError)):
             self.actor = None  # dead, restarting or never up: made or found again after the back-off
         if not self.unavailable:
             log.warning("the shared key limit %s did not answer (%s): counting against this replica's own buckets, "

@@ -142,7 +142,13 @@ def test_a_run_left_by_a_killed_host_is_killed_and_removed_once_past_its_deadlin
     assert len(runs) == 1 and len(tasks) >= 2
     task_cgroup.sweep_expired(parent)
     assert runs[0].exists() and all(Path(f"/proc/{pid}").exists() for pid in tasks)  # not past its deadline
-    task_cgroup.sweep_expired(parent, now=time.time() + 5 + task_cgroup.GRACE_S + 1)
+    foreign = parent / f"{task_cgroup.PREFIX}not-a-run-of-ours-0"  # a name not of the module's form: left alone
+    foreign.mkdir()
+    try:
+        task_cgroup.sweep_expired(parent, now=time.time() + 5 + task_cgroup.GRACE_S + 1)
+        assert foreign.exists()
+    finally:
+        task_cgroup.remove(foreign)
     assert not runs[0].exists() and not any(Path(f"/proc/{pid}/stat").exists() and
                                             Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
                                             for pid in tasks)
@@ -163,7 +169,7 @@ def test_concurrent_first_runs_each_get_a_cgroup_and_a_taken_name_is_left_alone(
                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
     assert done.stdout.split() == ["8", "8"], done.stderr[-2000:]
     parent = task_cgroup.pids_parent()
-    theirs = parent / f"{task_cgroup.PREFIX}{os.getpid()}-0"
+    theirs = parent / f"{task_cgroup.PREFIX}{os.getpid()}-00000000-{int(time.time()) + 3600}"  # another's, live
     theirs.mkdir()
     try:
         result = run_python("print('ran')", limits=SandboxLimits(wall_s=5, cpu_s=5, memory_mb=512))

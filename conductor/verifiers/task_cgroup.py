@@ -23,6 +23,7 @@ running (nothing ties the two) and its cgroup busy; any process here that makes 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import threading
@@ -34,18 +35,18 @@ PREFIX = "conductor-sbx-"
 GRACE_S = 60.0
 SWEEP_EVERY_S = 60.0
 _REMOVE_WAIT_S = 2.0  # a killed run's tasks leave the cgroup a moment after its bootstrap is reaped
+_NAME = re.compile(re.escape(PREFIX) + r"\d+-[0-9a-f]{8}-(\d+|probe)")  # the last part: the deadline
 _lock = threading.Lock()  # the leftovers and the sweep's clock
 _parent_lock = threading.Lock()  # the first look for the parent directory (it removes its probe: _lock)
-_parent: dict[str, Optional[Path]] = {}  # found once: "parent" -> the directory, or None
+_UNSET = object()
+_parent: object = _UNSET  # found once: the directory, or None
 _leftover: set[Path] = set()  # run cgroups still busy when their run ended, retried at the next create
-_last_sweep = [0.0]
+_last_sweep = 0.0
 
 
 def create(max_tasks: int, wall_s: float) -> Optional[Path]:
     """A new cgroup allowing ``max_tasks`` processes and threads to a run of at most ``wall_s`` seconds, or
     None where this host gives none."""
-    if max_tasks < 1:
-        raise ValueError(f"max_tasks must be at least 1 (got {max_tasks})")
     parent = pids_parent()
     if parent is None:
         return None
@@ -83,10 +84,11 @@ def remove(path: Optional[Path]) -> None:
 
 def pids_parent() -> Optional[Path]:
     """The directory run cgroups are made in (checked once: one made, limited and removed), or None."""
+    global _parent
     with _parent_lock:
-        if "parent" not in _parent:
-            _parent["parent"] = _usable_parent()
-        return _parent["parent"]
+        if _parent is _UNSET:
+            _parent = _usable_parent()
+        return _parent
 
 
 def _usable_parent() -> Optional[Path]:
@@ -123,11 +125,12 @@ def _try_remove(path: Path) -> bool:
 
 def _tidy(parent: Path) -> None:
     """This process's busy leftovers again; every process's expired run cgroups, now and then."""
+    global _last_sweep
     with _lock:
         leftovers = list(_leftover)
-        sweep = time.monotonic() - _last_sweep[0] > SWEEP_EVERY_S
+        sweep = time.monotonic() - _last_sweep > SWEEP_EVERY_S
         if sweep:
-            _last_sweep[0] = time.monotonic()
+            _last_sweep = time.monotonic()
     for path in leftovers:
         _try_remove(path)
     if sweep:
@@ -136,16 +139,19 @@ def _tidy(parent: Path) -> None:
 
 def sweep_expired(parent: Path, now: Optional[float] = None) -> None:
     """Kill what is left in run cgroups past their deadline (a host killed mid-run leaves its program
-    running) and remove them. One without a deadline in its name (a probe) counts from its last change."""
+    running) and remove them. A probe counts from its last change; a name not of this module's form is
+    left alone."""
     now = time.time() if now is None else now
     try:
         entries = list(parent.glob(f"{PREFIX}*"))
     except OSError:
         return
     for entry in entries:
-        tail = entry.name.rsplit("-", 1)[-1]
+        name = _NAME.fullmatch(entry.name)
+        if name is None:
+            continue
         try:
-            deadline = int(tail) if tail.isdigit() else entry.stat().st_mtime + GRACE_S
+            deadline = entry.stat().st_mtime + GRACE_S if name[1] == "probe" else int(name[1])
         except OSError:
             continue
         if now > deadline and not _try_remove(entry):
