@@ -3,9 +3,12 @@ checkpoints, so that a resumed run's n-th identical request is the n-th of the w
 run, and not the first again: counted from zero, it would be served answers the run already got, and a
 group's samples would repeat earlier ones.
 
-Written at every checkpoint (a provider whose pool actor does not answer keeps the counts it had); read when
-the run resumes. The counts run ahead of the checkpoint by the calls in flight when it was taken: those
-rollouts, made again, get new answers rather than old ones.
+Written at every checkpoint (a provider whose pool actor does not answer keeps the counts it had), the loop's
+last once the requests admitted for later steps have come back; read when the run resumes. A resumed run trains
+those requests' groups (cluster/pending_groups.py), so their calls are counted, and one whose rollout is made
+again gets new answers rather than old ones. A segment killed between checkpoints leaves counts behind the
+calls that its pending groups made after the last one: a resumed run's identical request may be served one
+of their answers.
 """
 
 from __future__ import annotations

@@ -20,11 +20,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cluster.pending_groups import FoundGroup, PendingGroup, PendingGroups, renumbered
 from cluster.rollout_feed import RolloutFeed
 from conductor.draw_key import request_key
 from conductor.group_buffer import Group, GroupBuffer
 from conductor.replay_store import Cursor, ReplayStore
-from conductor.rollout import RolloutRequest
+from conductor.rollout import RolloutRequest, batch_id_of
 from conductor.rollout_record import RolloutRecord, from_table
 from conductor.staleness import StalenessManager
 from conductor.tasks.splits import QuestionSampler, with_requeued
@@ -59,6 +60,7 @@ class GroupCollector:
         self.requested: deque[tuple[str, str]] = deque()  # (batch id, group id) not yet taken, in request order
         self.given_up_groups: set[str] = set()  # their places were freed: groups written late are not counted again
         self.outstanding: dict[str, str] = {}  # group id -> question id, admitted and not yet taken or let go
+        self.offsets: dict[str, int] = {}  # group id -> version offset from the store's, of a group carried over
 
     def raise_floor(self, version: int) -> None:
         """Groups sampled before ``version`` are dropped when next seen (weights that were rolled back, or
@@ -70,6 +72,29 @@ class GroupCollector:
         k·Q of them in async mode): a run resumed from it draws them again, in the order they were admitted,
         instead of skipping them."""
         return with_requeued(self.sampler.state(), list(self.outstanding.values()))
+
+    def pending(self, version: int) -> PendingGroups:
+        """The same groups for a checkpoint, by id (cluster/pending_groups.py): a resumed run trains those whose
+        records are in the store rather than drawing their questions again. ``version``: the engines', whose
+        weights the checkpoint saves."""
+        return PendingGroups(version, self.floor, tuple(PendingGroup(group_id, question_id, self.offsets.get(
+            group_id, 0)) for group_id, question_id in self.outstanding.items()))
+
+    def carry_over(self, groups: list[FoundGroup]) -> None:
+        """A checkpoint's pending groups found in the store, ``offset`` their versions' move into this segment's
+        numbering: admitted first, in the order they were, and trained as the unbroken run would have."""
+        if not groups:
+            return
+        renumbered_groups = [renumbered(group.records, group.offset) for group in groups]
+        self.staleness.start(len(groups))
+        self.floor = min(self.floor, *(group[0].policy_version for group in renumbered_groups))  # before this segment
+        self.buffer.add(record for group in renumbered_groups for record in group)
+        for group, found_group in zip(renumbered_groups, groups):
+            group_id = group[0].group_id
+            self.outstanding[group_id] = group[0].question_id
+            self.offsets[group_id] = found_group.offset
+            if self.in_request_order:
+                self.requested.append((batch_id_of(group_id), group_id))
 
     def next_batch_id(self) -> str:
         self.requests += 1

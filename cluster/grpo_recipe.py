@@ -8,7 +8,8 @@ k >= 1 the rollout actors keep sampling while the learner trains, and admission 
 
 It heals itself: engines, rollout actors and pool actors restart (Ray ``max_restarts``) and their work
 is issued again; a dead learner rank makes the driver rebuild the learner group from the newest
-checkpoint (``train.max_learner_restarts`` times).
+checkpoint (``train.max_learner_restarts`` times). A resumed run trains the groups its checkpoint had admitted
+ahead, where the store holds them, rather than sampling and paying for them again (cluster/pending_groups.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cluster import cache_occurrences
 from cluster import train_report as report
 from cluster.group_collector import GroupCollector
 from cluster.learner_keeper import LearnerKeeper
+from cluster.pending_groups import PendingGroups, carried_over, offsets_in
 from cluster.pool_meters import PoolMeters
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
@@ -45,6 +47,7 @@ from cluster.warm_start import warm_start_policy
 from conductor.config import Config
 from conductor.cost_dial import CARD_FILE, card_of, validation_settings
 from conductor.kept_baselines import kept_or_measured
+from conductor.pool import ReplayMiss
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
@@ -53,6 +56,8 @@ from conductor.staleness import StalenessManager
 from conductor.tasks.splits import configured_splits, training_sampler
 from conductor.timer import Timer
 from conductor.token_budget import TokenBudget
+
+LEFTOVER_WAIT_S = 120.0  # at the end, for rollout requests admitted for steps this segment did not train
 
 
 class GrpoRecipe:
@@ -135,11 +140,17 @@ class GrpoRecipe:
         if void:
             self.console.print(f"[yellow]{void}: the best is chosen afresh from this segment's validations[/]")
         self.budget = TokenBudget.of(config.reward, self.state.token_multiplier)
+        self.staleness = StalenessManager(config.train.questions_per_step, config.train.max_staleness)
+        # The groups the checkpoint had admitted ahead and the store holds are trained, not sampled again.
+        pending = PendingGroups.from_json(self.state.pending)
+        carried, self.state.sampler = carried_over(
+            self.store, pending, self.state.sampler, limit=self.staleness.capacity(),
+            max_staleness=config.train.max_staleness, group_size=config.rollout.group_size,
+            train_ids={task.id for task in self.splits.train})
         self.sampler = training_sampler(self.splits.train, config.seed, config.train.domain_weights, self.state.sampler)
         # Engines start from the warm-start weights: hand them the learners' own, under a version no earlier
         # (killed) segment wrote rollouts for. Records older than this segment's first version are not read.
         self.state.version = max([self.state.version, *self.store.versions()])
-        self.staleness = StalenessManager(config.train.questions_per_step, config.train.max_staleness)
         with Timer("first_weight_sync", self.phases):
             self._publish()
         self.collector = GroupCollector(
@@ -149,6 +160,11 @@ class GrpoRecipe:
             filter_zero_spread=self.learner_config.filter_zero_spread, on_wait=self._look_after_actors,
             count=self._count, stall_timeout_s=config.train.stall_timeout_s,
             in_request_order=config.train.replayable)
+        self.collector.carry_over(offsets_in(carried, pending, first_version=self.state.version))
+        if carried:
+            self._count("groups_carried_over", len(carried))
+            self.console.print(f"{len(carried)} group(s) the checkpoint had admitted ahead are in the store: "
+                               f"trained as sampled, not sampled again")
         self._start_fault_handling()
         self.phases["cluster"] = time.perf_counter() - cluster_started
         self.console.print(report.phases_line("setup", self.phases))
@@ -208,11 +224,29 @@ class GrpoRecipe:
                     self._validate()
                 if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
                     self._checkpoint(f"step-{state.step}")
+        self._let_admitted_come_back()
         self.meters.pause_training()
         self._count_wall_time()
         self.segment_mark = None
         if self.checkpoints.latest() != f"step-{state.step}":
             self._checkpoint(f"step-{state.step}")
+        else:
+            cache_occurrences.save(self.out, self.pool)
+
+    def _let_admitted_come_back(self) -> None:
+        """The requests admitted for steps after the loop's last are paid for, and a resumed run trains their
+        groups (cluster/pending_groups.py): let them come back before anything publishes other weights, and
+        before the checkpoint takes in the cache's counts (their calls' included, so a resumed run's identical
+        requests are not served their answers). Up to LEFTOVER_WAIT_S; a replay-only cache without an answer for
+        one (a recording made before they were let come back) ends the wait, not the run."""
+        try:
+            still_out = self.feed.drain(LEFTOVER_WAIT_S, self._look_after_actors)
+        except ReplayMiss as exc:
+            self.console.print(f"[yellow]a request admitted for a later step stopped: {exc}[/]")
+            return
+        if still_out:
+            self.console.print(f"[yellow]{still_out} rollout request(s) admitted for later steps had not come back "
+                               f"after {LEFTOVER_WAIT_S:g}s: a resumed run draws their questions again[/]")
 
     def train_step(self) -> StepStats | None:
         from learner.learner_group import LearnerGroupFailed
@@ -238,7 +272,6 @@ class GrpoRecipe:
             return None
         self.state.step += 1
         append_trained(self.out, self.state.step, learner_version, groups)
-        self.state.sampler, self.state.store_cursor = self.collector.sampler_state(), self.collector.cursor.to_json()
         timings["step"] = time.perf_counter() - step_start
         return StepStats(step=self.state.step, version=self.state.version, rollouts=summarise(records),
                          learner=learner_stats, batch=batch_stats,
@@ -323,6 +356,11 @@ class GrpoRecipe:
 
         try:
             self._count_wall_time()  # a checkpoint carries the segment's time so far: a resumed run adds to it
+            # the sampler, the store's cursor and the groups admitted ahead, as of these weights (a rollback since
+            # the step raised the floor; a step lost with the learner took groups)
+            collector, state = self.collector, self.state
+            state.sampler, state.store_cursor = collector.sampler_state(), collector.cursor.to_json()
+            state.pending = collector.pending(state.version).to_json()
             with self.metrics.phase("checkpoint"):
                 self.checkpoints.save(self.learners.group, self.state, tag)
                 cache_occurrences.save(self.out, self.pool)

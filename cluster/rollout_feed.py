@@ -116,6 +116,15 @@ class RolloutFeed:
             time.sleep(pause_s)
         return True
 
+    def drain(self, timeout_s: float, on_wait: Callable[[], None] = lambda: None) -> int:
+        """Wait up to ``timeout_s`` for every request in flight to come back (or be given up); returns how
+        many are still out."""
+        deadline = time.monotonic() + timeout_s
+        while self.busy and time.monotonic() < deadline:
+            self.poll(timeout_s=min(1.0, max(0.0, deadline - time.monotonic())))
+            on_wait()
+        return len(self.running) + len(self.retrying)
+
     def run(self, requests: Sequence[RolloutRequest], on_wait: Callable[[], None] = lambda: None,
             ) -> list[RolloutReceipt]:
         """Issue ``requests`` (with ``return_records``) and wait for all of them; other requests keep

@@ -27,6 +27,7 @@ class TrainState:
     version: int = 0                                   # the engines' policy version
     sampler: dict[str, Any] = field(default_factory=dict)  # the training sampler's cursor (empty: fresh)
     store_cursor: str = "[]"                           # ReplayStore Cursor JSON
+    pending: dict[str, Any] = field(default_factory=dict)  # groups admitted, not trained (cluster/pending_groups.py)
     history: list[dict[str, Any]] = field(default_factory=list)   # one row per step
     evals: list[dict[str, Any]] = field(default_factory=list)     # validation results
     best_val: float = -1.0

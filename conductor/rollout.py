@@ -75,6 +75,11 @@ def group_id_of(batch_id: str, index: int) -> str:
     return f"{batch_id}-q{index}"
 
 
+def batch_id_of(group_id: str) -> str:
+    """The request a group came from (``group_id_of``'s inverse)."""
+    return group_id.rsplit("-q", 1)[0]
+
+
 @dataclass(frozen=True)
 class RolloutReceipt:
     """What came of a request: the groups it made and their versions; the records themselves when the

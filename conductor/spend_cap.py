@@ -9,9 +9,10 @@ validation costs measured so far (conductor/cost_forecast.py's v and h):
     stop before the next step   if   S + HEADROOM x (next + reserve) > cap   or   S >= cap
 
 ``k`` is ``train.max_staleness``: training asynchronously, rollouts for up to k later steps are already
-admitted when the run stops, and they run to their end. ``HEADROOM`` (1.5) leaves room for a step half again
-as costly as the largest recent one, and a held-out evaluation half again as costly as its estimate (the
-best policy is not the last one validated, nor are its questions the validation's).
+admitted when the run stops, and they run to their end (a resumed run trains them: cluster/pending_groups.py).
+``HEADROOM`` (1.5) leaves room for a step half again as costly as the largest recent one, and a held-out
+evaluation half again as costly as its estimate (the best policy is not the last one validated, nor are its
+questions the validation's).
 
 Before its loop a run measures what it has nothing to project from: the warm start's prior or menu and the
 held-out baselines (conductor/setup_cost.py estimates each, roughly). Before each, with ``E`` its estimate:

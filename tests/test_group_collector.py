@@ -8,6 +8,7 @@ import random
 import pytest
 
 from cluster.group_collector import GroupCollector
+from cluster.pending_groups import PendingGroup, PendingGroups, carried_over, offsets_in
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutReceipt, RolloutRequest
 from conductor.rollout_record import RolloutRecord
@@ -26,8 +27,11 @@ class OrderedFeed:
     written nothing; ``fail``: batch ids given up; ``orphaned``: batch ids given up whose groups are written
     anyway (an actor that was slow, not dead)."""
 
-    def __init__(self, store: ReplayStore, staleness: StalenessManager, pick, unwritten=(), fail=(), orphaned=()):
+    def __init__(self, store: ReplayStore, staleness: StalenessManager, pick, unwritten=(), fail=(), orphaned=(),
+                 base: int = 0):
         self.actors = [object()]
+        self.base = base  # the version before this segment's first publish (a resumed segment's is above the store's)
+        self.submitted: list[RolloutRequest] = []
         self.store, self.staleness, self.pick = store, staleness, pick
         self.unwritten, self.fail, self.orphaned = set(unwritten), set(fail), set(orphaned)
         self.in_flight: list[tuple[RolloutRequest, int]] = []
@@ -40,7 +44,8 @@ class OrderedFeed:
         return bool(self.in_flight)
 
     def submit(self, request: RolloutRequest) -> None:
-        self.in_flight.append((request, self.staleness.published))
+        self.submitted.append(request)
+        self.in_flight.append((request, self.base + self.staleness.published))
 
     def poll(self, timeout_s: float) -> list[RolloutReceipt]:
         if not self.in_flight:
@@ -228,3 +233,134 @@ def test_a_resumed_run_draws_again_the_questions_admitted_but_not_trained(tmp_pa
     _, after = segment(store, resumed, staleness, oldest, name="c", steps=3, in_request_order=in_request_order)
     assert before + after == straight
     assert "requeue" not in training_sampler(TASKS, 7, None, saved).inner.state()
+
+
+def resumed_segment(store, saved, pending, *, base, steps, in_request_order, name="c"):
+    """A segment resumed from a checkpoint's sampler state and pending groups over the same store, as
+    cluster/grpo_recipe.py does it: its versions start at ``base``, above every version in the store."""
+    staleness = StalenessManager(groups_per_step=3, max_staleness=2)
+    carried, sampler_state = carried_over(store, pending, saved, limit=staleness.capacity(),
+                                          max_staleness=staleness.max_staleness, group_size=GROUP_SIZE,
+                                          train_ids={task.id for task in TASKS})
+    feed = OrderedFeed(store, staleness, oldest, base=base)
+    collector = GroupCollector(
+        feed, store, training_sampler(TASKS, 7, None, sampler_state), staleness, Cursor(), segment=name,
+        first_version=base, questions_per_batch=1, refill_rounds=0, filter_zero_spread=False,
+        on_wait=lambda: None, count=lambda name, n: None, stall_timeout_s=60, in_request_order=in_request_order)
+    collector.carry_over(offsets_in(carried, pending, first_version=base))
+    trained = []
+    for step in range(steps):
+        groups = collector.collect(lambda v=base + step: v).groups
+        assert all(0 <= base + step - group[0].policy_version <= staleness.max_staleness for group in groups)
+        trained.append(groups)
+        staleness.publish()
+    return collector, [group.records[0].group_id for group in carried], trained
+
+
+def questions(steps) -> list[list[str]]:
+    return [[group[0].question_id for group in step] for step in steps]
+
+
+@pytest.mark.parametrize("in_request_order", [True, False])
+@pytest.mark.parametrize("came_back", ["all", "the first half", "none"])
+def test_a_resumed_run_trains_the_groups_its_checkpoint_admitted_ahead_as_they_were_sampled(
+        tmp_path, in_request_order, came_back):
+    """At k = 2 the checkpoint after step 3 names 2·Q groups admitted ahead; the stopped segment lets them come
+    back (cluster/grpo_recipe.py), writing their records. The resumed segment trains those records, the very
+    samples, and requests only the questions whose groups never came back, so the questions trained across the
+    resume are the uninterrupted run's, step for step, and no question is sampled twice. A group that came back
+    only after the stopped segment published other weights (its best policy, for the held-out evaluation) is
+    left alone and its question drawn again."""
+    store = ReplayStore(str(tmp_path / "straight"))
+    _, straight = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="a", steps=6,
+                          in_request_order=in_request_order)
+    store = ReplayStore(str(tmp_path / "resumed"))
+    first, before = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="b", steps=3,
+                            in_request_order=in_request_order)
+    saved, pending = first.sampler_state(), first.pending(version=3)
+    assert [group.question_id for group in pending.groups] == saved["requeue"] and len(pending.groups) == 6
+    in_flight = [request for request, _ in first.feed.in_flight]
+    arrived = {"all": len(in_flight), "the first half": len(in_flight) // 2, "none": 0}[came_back]
+    for _ in range(arrived):
+        first.feed.poll(timeout_s=0)
+    store.write([RolloutRecord(rollout_id=f"{group_id}-s{s}", group_id=group_id, question_id=task.id,
+                               policy_version=4, prompt_token_ids=[1], completion_token_ids=[2],
+                               completion_logprobs=[-0.1], completion_text="x", format_ok=True, correct=False,
+                               reward=0.0)  # sampled by the best policy, published as v4 after the stop
+                 for request in in_flight[arrived:] for group_id, task in zip(request.group_ids(), request.tasks)
+                 for s in range(GROUP_SIZE)])
+    late = {group_id for request in in_flight[arrived:] for group_id in request.group_ids()}
+    came = [group.group_id for group in pending.groups if group.group_id not in late]
+    if came_back != "none":
+        assert len(came) == 6 if came_back == "all" else 0 < len(came) < 6
+
+    resumed, carried, after = resumed_segment(store, saved, pending, base=5, steps=3,
+                                              in_request_order=in_request_order)
+    assert carried == came
+    assert before + questions(after) == straight
+    trained_ids = [group[0].group_id for step in after for group in step]
+    assert trained_ids[:len(came)] == came  # the samples the stopped segment drew, not new ones
+    assert all(group_id.startswith("c-") for group_id in trained_ids[len(came):])
+    requested = [task.id for request in resumed.feed.submitted for task in request.tasks]
+    assert requested[:len(pending.groups) - len(came)] == [
+        group.question_id for group in pending.groups if group.group_id not in came]
+
+
+@pytest.mark.parametrize("in_request_order", [True, False])
+def test_a_group_carried_over_and_not_yet_trained_is_carried_over_again_by_the_next_resume(tmp_path,
+                                                                                         in_request_order):
+    """At k = 2 a resumed segment that stops after one step still holds Q of the 2·Q groups it carried over; its
+    checkpoint names them with their offset from the store's numbering, so the next resume finds them, at the
+    right versions (the staleness bound holds on every group), and the three segments train the unbroken run's
+    questions, each sampled once."""
+    store = ReplayStore(str(tmp_path / "straight"))
+    _, straight = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="a", steps=6,
+                          in_request_order=in_request_order)
+    store = ReplayStore(str(tmp_path / "resumed"))
+    first, before = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="b", steps=3,
+                            in_request_order=in_request_order)
+    while first.feed.in_flight:
+        first.feed.poll(timeout_s=0)
+    second, carried, middle = resumed_segment(store, first.sampler_state(), first.pending(version=3), base=5,
+                                              steps=1, in_request_order=in_request_order)
+    assert len(carried) == 6
+    pending = second.pending(version=6)
+    offsets = {group.group_id: group.offset for group in pending.groups}
+    assert [offsets[group_id] for group_id in carried[3:]] == [2, 2, 2]  # first version 5 is the snapshot's 3
+    while second.feed.in_flight:
+        second.feed.poll(timeout_s=0)
+    _, carried_again, last = resumed_segment(store, second.sampler_state(), pending, base=9, steps=2,
+                                             in_request_order=in_request_order, name="d")
+    assert carried_again[:3] == carried[3:] and len(carried_again) == len(pending.groups)
+    assert before + questions(middle) + questions(last) == straight
+
+
+def record(group_id: str, question_id: str, version: int, sample: int = 0) -> RolloutRecord:
+    return RolloutRecord(rollout_id=f"{group_id}-s{sample}", group_id=group_id, question_id=question_id,
+                         policy_version=version, prompt_token_ids=[1], completion_token_ids=[2],
+                         completion_logprobs=[-0.1], completion_text="x", format_ok=True, correct=True, reward=1.0)
+
+
+def test_a_pending_group_is_carried_over_only_when_it_fits_the_run_as_it_is_now(tmp_path):
+    """The sampler state's requeue must start with the snapshot's questions; the group must be found whole (G
+    samples), of a question in the training split, at a version no staler than k and not below the floor, and
+    there must be room for it."""
+    store = ReplayStore(str(tmp_path / "store"))
+    pending = PendingGroups(version=3, floor=0, groups=(PendingGroup("b-7-q0", "t1"), PendingGroup("b-8-q0", "t2")))
+    store.write([record("b-7-q0", "t1", 2, sample) for sample in range(GROUP_SIZE)] + [record("b-8-q0", "t2", 3)])
+    fits = {"limit": 3, "max_staleness": 1, "group_size": GROUP_SIZE, "train_ids": {"t1", "t2", "t9"}}
+
+    def carried(state, pending=pending, **change):
+        groups, left = carried_over(store, pending, state, **(fits | change))
+        return [group.records[0].group_id for group in groups], left
+
+    state = {"position": 4, "requeue": ["t1", "t2", "t9"]}
+    assert carried(state) == (["b-7-q0"], {"position": 4, "requeue": ["t2", "t9"]})  # b-8 has 1 sample of 2
+    assert carried(state, group_size=1) == (["b-8-q0"], {"position": 4, "requeue": ["t1", "t9"]})
+    assert carried({"position": 4, "requeue": ["t9"]}) == ([], {"position": 4, "requeue": ["t9"]})
+    assert carried(state, limit=0)[0] == []
+    assert carried(state, max_staleness=0)[0] == []  # too stale for the k it resumes with
+    assert carried(state, train_ids={"t2"})[0] == []  # its question moved out of the training split
+    assert carried(state, pending=PendingGroups(3, floor=3, groups=pending.groups))[0] == []
+    assert carried(state, pending=PendingGroups(1, floor=0, groups=pending.groups))[0] == []  # sampled after
+    assert PendingGroups.from_json(pending.to_json()) == pending and PendingGroups.from_json({}) == PendingGroups()

@@ -116,6 +116,24 @@ def test_weights_wait_until_the_requests_in_flight_have_drawn_their_completions(
     assert [r.batch_id for r in receipts] == ["gated-0"] and "gated-0" in feed.came_back
 
 
+def test_drain_waits_for_the_requests_in_flight_up_to_its_timeout(ray_local):
+    """A segment's end lets the requests admitted for later steps come back (cluster/grpo_recipe.py): drain
+    returns once none is out, or says how many still are when its time is up."""
+    gated = GatedRolloutActor.remote()
+    feed = RolloutFeed([gated, SlowRolloutActor.remote()])
+    assert feed.drain(timeout_s=0.1) == 0  # nothing in flight
+    feed.submit(RolloutRequest("gated-0", ()))  # the least loaded: the gated actor first
+    feed.submit(RolloutRequest("quick-0", ()))
+    cared, deadline = [], time.monotonic() + 60
+    while "quick-0" not in feed.came_back and time.monotonic() < deadline:
+        assert feed.drain(timeout_s=0.5, on_wait=lambda: cared.append(1)) >= 1  # the gated one is held
+    assert "quick-0" in feed.came_back and cared
+    assert feed.drain(timeout_s=0.5) == 1 and "gated-0" not in feed.came_back
+    for gate in ("draw", "finish"):
+        ray.get(gated.release.remote(gate))
+    assert feed.drain(timeout_s=60) == 0 and "gated-0" in feed.came_back
+
+
 @ray.remote(num_cpus=0)
 class EchoRolloutActor:
     """Answers each question with one record that carries the request's cost-dial setting."""

@@ -123,6 +123,16 @@ def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
     steps = trained_groups(run)
     assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 6]
     check_exactly_once(run, steps)
+    # step 6 trains the groups step 5 admitted ahead as the first segment sampled them (their rollout ids): the
+    # first segment let them come back, sampled by the checkpoint's weights, before it published its best policy
+    pending = [group_id for group_id, _, _ in state["pending"]["groups"]]
+    sampled = ReplayStore(str(run / "rollouts")).dataset().to_table(columns=["group_id", "policy_version"])
+    versions = dict(zip(sampled.column("group_id").to_pylist(), sampled.column("policy_version").to_pylist()))
+    assert pending and all(versions.get(group_id, float("inf")) <= state["pending"]["version"] for group_id in pending)
+    assert "admitted for later steps had not come back" not in log
+    assert set(pending) <= set(steps[-1]["groups"])
+    assert final["faults"]["groups_carried_over"] == len(pending)
+    assert f"{len(pending)} group(s) the checkpoint had admitted ahead are in the store" in finished.stdout
 
 
 @pytest.mark.timeout(1500)  # its driver's own limit: ~80 s alone here, 265 s beside another run, >600 s in a loaded CI
