@@ -257,6 +257,16 @@ def resumed_segment(store, saved, pending, *, base, steps, in_request_order, nam
     return collector, [group.records[0].group_id for group in carried], trained
 
 
+def straight_and_stopped(tmp_path, in_request_order):
+    """At k = 2: the questions 6 steps train unbroken, and a run stopped after 3 (its store, collector, steps)."""
+    _, straight = segment(ReplayStore(str(tmp_path / "straight")), TaskSampler(TASKS, seed=7), StalenessManager(3, 2),
+                          oldest, name="a", steps=6, in_request_order=in_request_order)
+    store = ReplayStore(str(tmp_path / "resumed"))
+    first, before = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="b", steps=3,
+                            in_request_order=in_request_order)
+    return straight, store, first, before
+
+
 def questions(steps) -> list[list[str]]:
     return [[group[0].question_id for group in step] for step in steps]
 
@@ -271,12 +281,7 @@ def test_a_resumed_run_trains_the_groups_its_checkpoint_admitted_ahead_as_they_w
     resume are the uninterrupted run's, step for step, and no question is sampled twice. A group that came back
     only after the stopped segment published other weights (its best policy, for the held-out evaluation) is
     left alone and its question drawn again."""
-    store = ReplayStore(str(tmp_path / "straight"))
-    _, straight = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="a", steps=6,
-                          in_request_order=in_request_order)
-    store = ReplayStore(str(tmp_path / "resumed"))
-    first, before = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="b", steps=3,
-                            in_request_order=in_request_order)
+    straight, store, first, before = straight_and_stopped(tmp_path, in_request_order)
     saved, pending = first.sampler_state(), first.pending(version=3)
     assert [group.question_id for group in pending.groups] == saved["requeue"] and len(pending.groups) == 6
     in_flight = [request for request, _ in first.feed.in_flight]
@@ -313,12 +318,7 @@ def test_a_group_carried_over_and_not_yet_trained_is_carried_over_again_by_the_n
     checkpoint names them with their offset from the store's numbering, so the next resume finds them, at the
     right versions (the staleness bound holds on every group), and the three segments train the unbroken run's
     questions, each sampled once."""
-    store = ReplayStore(str(tmp_path / "straight"))
-    _, straight = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="a", steps=6,
-                          in_request_order=in_request_order)
-    store = ReplayStore(str(tmp_path / "resumed"))
-    first, before = segment(store, TaskSampler(TASKS, seed=7), StalenessManager(3, 2), oldest, name="b", steps=3,
-                            in_request_order=in_request_order)
+    straight, store, first, before = straight_and_stopped(tmp_path, in_request_order)
     while first.feed.in_flight:
         first.feed.poll(timeout_s=0)
     second, carried, middle = resumed_segment(store, first.sampler_state(), first.pending(version=3), base=5,
