@@ -6,9 +6,9 @@ group's samples would repeat earlier ones.
 Written at every checkpoint (a provider whose pool actor does not answer keeps the counts it had), the loop's
 last once the requests admitted for later steps have come back; read when the run resumes. A resumed run trains
 those requests' groups (cluster/pending_groups.py), so their calls are counted, and one whose rollout is made
-again gets new answers rather than old ones. A segment killed between checkpoints leaves counts behind the
-calls that its pending groups made after the last one: a resumed run's identical request may be served one
-of their answers.
+again gets new answers rather than old ones. A segment killed between checkpoints, or whose wait for those
+requests ran out, leaves counts behind the calls that its pending groups made after the counts were saved: a
+resumed run's identical request may be served one of their answers.
 """
 
 from __future__ import annotations

@@ -82,10 +82,10 @@ class GroupCollector:
 
     def carry_over(self, groups: list[FoundGroup]) -> None:
         """A checkpoint's pending groups found in the store, ``offset`` their versions' move into this segment's
-        numbering: admitted first, in the order they were, and trained as the unbroken run would have."""
+        numbering: admitted first, in the order they were, ahead of the questions drawn again."""
         if not groups:
             return
-        renumbered_groups = [renumbered(group.records, group.offset) for group in groups]
+        renumbered_groups = [sorted(renumbered(group.records, group.offset), key=request_order) for group in groups]
         self.staleness.start(len(groups))
         self.floor = min(self.floor, *(group[0].policy_version for group in renumbered_groups))  # before this segment
         self.buffer.add(record for group in renumbered_groups for record in group)

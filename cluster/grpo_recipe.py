@@ -224,8 +224,8 @@ class GrpoRecipe:
                     self._validate()
                 if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
                     self._checkpoint(f"step-{state.step}")
-        self._let_admitted_come_back()
         self.meters.pause_training()
+        self._let_admitted_come_back()  # their calls count as the closing phase's, as calls in flight always did
         self._count_wall_time()
         self.segment_mark = None
         if self.checkpoints.latest() != f"step-{state.step}":
@@ -246,7 +246,7 @@ class GrpoRecipe:
             return
         if still_out:
             self.console.print(f"[yellow]{still_out} rollout request(s) admitted for later steps had not come back "
-                               f"after {LEFTOVER_WAIT_S:g}s: a resumed run draws their questions again[/]")
+                               f"after {LEFTOVER_WAIT_S:g}s: a resumed run may draw their questions again[/]")
 
     def train_step(self) -> StepStats | None:
         from learner.learner_group import LearnerGroupFailed

@@ -3,11 +3,12 @@ resumes from that checkpoint trains them instead of sampling, and paying for, th
 
 Training asynchronously (``train.max_staleness`` k >= 1), the collector admits up to k·Q groups beyond the step
 it trains (conductor/staleness.py). A checkpoint names them twice: their questions in the sampler state's
-requeue list, and the groups themselves (``PendingGroups``; cluster/group_collector.py writes both at once).
-They keep running after the checkpoint, and the loop's end lets those still in flight come back
-(cluster/grpo_recipe.py), so their records are in the replay store, paid for, when the run resumes. The resumed
-segment carries over each one it finds there (``carried_over``), trains it as an unbroken run would have, and
-draws again only the questions of the rest.
+requeue list, and the groups themselves (``PendingGroups``; cluster/grpo_recipe.py takes both from the
+collector at once). They keep running after the checkpoint, and the loop's end lets those still in flight come
+back (cluster/grpo_recipe.py), so their records are in the replay store, paid for, when the run resumes. The
+resumed segment carries over each one it finds there (``carried_over``), trains it as an unbroken run would
+have, and draws again only the questions of the rest, after them: the questions come in the unbroken run's
+order when the groups that came back were the first admitted (all of them, say), not otherwise.
 
 Which records count: a pending group's, of its question in this run's training split and its G samples, all
 at one version in [max(floor, V - k), V] of the snapshot (V its version). So they were sampled by the
@@ -18,8 +19,9 @@ not by weights lost with a learner or rolled back (below the collector's floor),
 Versions: a resumed segment publishes the checkpoint's weights again as its first version F, above any version
 in the store. Weights V are weights F, so a record sampled at V - j is j versions behind F: a group carried
 over is renumbered to F - j, and the staleness bound treats it as an unbroken run would have. Each group of a
-snapshot carries its offset from the store's numbering (0 for its own segment's groups; F - V for a group
-carried over and still untrained at the next checkpoint), so a later resume finds it and renumbers it right.
+snapshot carries its offset from the store's numbering (0 for its own segment's groups; for a group carried
+over and still untrained at the next checkpoint, its offset then plus F - V), so a later resume finds it and
+renumbers it right.
 ``trained_groups.jsonl`` shows the renumbered version; the store keeps the sampled one.
 """
 
@@ -91,7 +93,7 @@ def found(store: ReplayStore, pending: PendingGroups, *, limit: int, max_stalene
         records = by_group.get(group_id, [])
         versions = {record.policy_version + entry.offset for record in records}
         if len(records) == group_size and len(versions) == 1 and oldest <= versions.pop() <= pending.version:
-            groups.append(FoundGroup(sorted(records, key=lambda record: record.rollout_id), entry.offset))
+            groups.append(FoundGroup(records, entry.offset))
     return groups[:limit]
 
 
