@@ -80,19 +80,22 @@ class GroupCollector:
         return PendingGroups(version, self.floor, tuple(PendingGroup(group_id, question_id, self.offsets.get(
             group_id, 0)) for group_id, question_id in self.outstanding.items()))
 
-    def carry_over(self, groups: list[FoundGroup]) -> None:
-        """A checkpoint's pending groups found in the store, ``offset`` their versions' move into this segment's
-        numbering: admitted first, in the order they were, ahead of the questions drawn again."""
+    def carry_over(self, groups: list[FoundGroup], shift: int) -> None:
+        """A checkpoint's pending groups found in the store, renumbered to this segment's versions (their offset
+        into the snapshot's, then ``shift`` from the snapshot's version to this segment's first): admitted
+        first, in the order they were, ahead of the questions drawn again."""
         if not groups:
             return
-        renumbered_groups = [sorted(renumbered(group.records, group.offset), key=request_order) for group in groups]
+        offsets = [group.offset + shift for group in groups]
+        renumbered_groups = [sorted(renumbered(group.records, offset), key=request_order)
+                             for group, offset in zip(groups, offsets)]
         self.staleness.start(len(groups))
         self.floor = min(self.floor, *(group[0].policy_version for group in renumbered_groups))  # before this segment
         self.buffer.add(record for group in renumbered_groups for record in group)
-        for group, found_group in zip(renumbered_groups, groups):
+        for group, offset in zip(renumbered_groups, offsets):
             group_id = group[0].group_id
             self.outstanding[group_id] = group[0].question_id
-            self.offsets[group_id] = found_group.offset
+            self.offsets[group_id] = offset
             if self.in_request_order:
                 self.requested.append((batch_id_of(group_id), group_id))
 

@@ -6,10 +6,11 @@ checkpoint, held-out evaluation, export, summary). One loop serves both modes: w
 k >= 1 the rollout actors keep sampling while the learner trains, and admission control
 (conductor/staleness.py) keeps every trained record at most k versions old.
 
-It heals itself: engines, rollout actors and pool actors restart (Ray ``max_restarts``) and their work
-is issued again; a dead learner rank makes the driver rebuild the learner group from the newest
-checkpoint (``train.max_learner_restarts`` times). A resumed run trains the groups its checkpoint had admitted
-ahead, where the store holds them, rather than sampling and paying for them again (cluster/pending_groups.py).
+It heals itself (cluster/recipe_healing.py): engines, rollout actors and pool actors restart (Ray
+``max_restarts``) and their work is issued again; a dead learner rank makes the driver rebuild the learner group
+from the newest checkpoint (``train.max_learner_restarts`` times). A resumed run trains the groups its checkpoint
+had admitted ahead, where the store holds them, rather than sampling and paying for them again
+(cluster/pending_groups.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -29,8 +29,9 @@ from cluster import cache_occurrences
 from cluster import train_report as report
 from cluster.group_collector import GroupCollector
 from cluster.learner_keeper import LearnerKeeper
-from cluster.pending_groups import PendingGroups, carried_over, offsets_in
+from cluster.pending_groups import PendingGroups, carried_over
 from cluster.pool_meters import PoolMeters
+from cluster.recipe_healing import Healing
 from cluster.rollout_feed import RolloutFeed
 from cluster.rollouts import tasks_for
 from cluster.run_spend import RunSpend
@@ -60,7 +61,7 @@ from conductor.token_budget import TokenBudget
 LEFTOVER_WAIT_S = 120.0  # at the end, for rollout requests admitted for steps this segment did not train
 
 
-class GrpoRecipe:
+class GrpoRecipe(Healing):
     def __init__(self, config: Config, console: Console):
         self.config, self.console = config, console
         self.out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
@@ -160,7 +161,7 @@ class GrpoRecipe:
             filter_zero_spread=self.learner_config.filter_zero_spread, on_wait=self._look_after_actors,
             count=self._count, stall_timeout_s=config.train.stall_timeout_s,
             in_request_order=config.train.replayable)
-        self.collector.carry_over(offsets_in(carried, pending, first_version=self.state.version))
+        self.collector.carry_over(carried, shift=self.state.version - pending.version)  # V's weights are these
         if carried:
             self._count("groups_carried_over", len(carried))
             self.console.print(f"{len(carried)} group(s) the checkpoint had admitted ahead are in the store: "
@@ -179,19 +180,6 @@ class GrpoRecipe:
                                 seed=self.config.seed, storage_options=self.config.output.storage_options,
                                 run_name=self.config.run_name)
         return learners, WeightSync(learners, self.engines, self.learner_config.weight_sync)
-
-    def _start_fault_handling(self) -> None:
-        from cluster.chaos import ChaosMonkey
-        from cluster.restart_watch import RestartWatch
-
-        targets: dict[str, Callable[[], list[Any]]] = {
-            "rollout_actor": lambda: self.feed.actors, "engine": lambda: self.engines.replicas,
-            "pool": lambda: list(self.pool.actors.values()), "learner": lambda: self.learners.group.ranks}
-        self.watch = RestartWatch({kind: targets[kind] for kind in ("rollout_actor", "engine", "pool")})
-        self.watch.look()
-        self.chaos = ChaosMonkey(self.config.chaos, targets, log=self.console.print).start()
-        self.stack.callback(self.chaos.stop)
-        self.stack.callback(lambda: self.learners.shutdown())
 
     # -- the training loop ------------------------------------------------------------------------------
 
@@ -279,24 +267,6 @@ class GrpoRecipe:
                                                      collected.refill_rounds), timings=timings,
                          token_multiplier=self.budget.multiplier if self.budget else None)
 
-    def _look_after_actors(self) -> None:
-        """Engines that came back from a restart get the current weights; restarts are counted."""
-        from learner.learner_group import LearnerGroupFailed
-
-        self.metrics.queue(len(self.feed.running) + len(self.feed.retrying))
-        for kind, count in self.watch.look().items():
-            self._count(f"{kind}_restarts", count)
-        self._count("rollout_requests_reissued", self.feed.counters.reissued - self.reissued_counted)
-        self.reissued_counted = self.feed.counters.reissued
-        try:
-            repaired = self.learners.sync.repair(self.state.version)
-        except LearnerGroupFailed as exc:  # the learner pushes the repair: rebuilding it publishes to all
-            self.learners.rebuild(exc)
-            return
-        if repaired:
-            self._count("engine_repairs", len(repaired))
-            self.console.print(f"[yellow]engine replica(s) {repaired} restarted: given policy v{self.state.version}[/]")
-
     def _publish(self, step_done: bool = False) -> None:
         """A new policy version: push the learners' weights to the engines, replica by replica. Only a
         training step's version opens room for more rollouts; a version from a rollback or a rebuilt
@@ -305,26 +275,6 @@ class GrpoRecipe:
         self.learners.sync.push(self.state.version)
         if step_done:
             self.staleness.publish()
-
-    def _learners_rebuilt(self, tag: str | None, cause: Exception) -> None:
-        """New learners' weights are a new version for the engines."""
-        self._publish()
-        self.collector.raise_floor(self.state.version)  # groups sampled by the lost weights are not trained
-        self.console.print(f"[yellow]a learner rank died ({cause}); rebuilt the learner group from "
-                           f"{tag or 'the warm-start policy'}, now policy v{self.state.version}[/]")
-
-    def _roll_back(self) -> None:
-        """Restore the newest checkpoint's weights and optimizer; the step count, data and history move on."""
-        if self.state.rollbacks >= self.config.train.max_rollbacks:
-            raise RuntimeError(f"the sampled format rate collapsed {self.state.rollbacks + 1} times; lower "
-                               "learner.lr or lengthen the warmup")
-        tag = self.checkpoints.latest()
-        self.learners.run(lambda: self.checkpoints.load(self.learners.group, tag))
-        self.state.rollbacks += 1
-        self.state.low_format_steps = 0
-        self.learners.run(self._publish)
-        self.collector.raise_floor(self.state.version)  # groups sampled by the collapsed policy are not trained
-        self.console.print(f"[yellow]sampled format rate stayed under the floor: rolled back to {tag}[/]")
 
     def _validate(self) -> None:
         state = self.state

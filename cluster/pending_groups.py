@@ -28,7 +28,7 @@ renumbers it right.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -119,8 +119,3 @@ def carried_over(store: ReplayStore, pending: PendingGroups, sampler_state: Mapp
     rest = {key: value for key, value in sampler_state.items() if key != "requeue"}
     return groups, with_requeued(rest, kept + requeue[len(head):])
 
-
-def offsets_in(groups: Sequence[FoundGroup], pending: PendingGroups, first_version: int) -> list[FoundGroup]:
-    """``groups`` with the offset that a segment whose first version (the checkpoint's weights, published again)
-    is ``first_version`` adds to their stored versions."""
-    return [FoundGroup(group.records, group.offset + first_version - pending.version) for group in groups]

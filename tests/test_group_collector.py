@@ -8,7 +8,7 @@ import random
 import pytest
 
 from cluster.group_collector import GroupCollector
-from cluster.pending_groups import PendingGroup, PendingGroups, carried_over, offsets_in
+from cluster.pending_groups import PendingGroup, PendingGroups, carried_over
 from conductor.replay_store import Cursor, ReplayStore
 from conductor.rollout import RolloutReceipt, RolloutRequest
 from conductor.rollout_record import RolloutRecord
@@ -247,7 +247,7 @@ def resumed_segment(store, saved, pending, *, base, steps, in_request_order, nam
         feed, store, training_sampler(TASKS, 7, None, sampler_state), staleness, Cursor(), segment=name,
         first_version=base, questions_per_batch=1, refill_rounds=0, filter_zero_spread=False,
         on_wait=lambda: None, count=lambda name, n: None, stall_timeout_s=60, in_request_order=in_request_order)
-    collector.carry_over(offsets_in(carried, pending, first_version=base))
+    collector.carry_over(carried, shift=base - pending.version)
     trained = []
     for step in range(steps):
         groups = collector.collect(lambda v=base + step: v).groups
