@@ -11,13 +11,16 @@ whichever worker it prefers, so a policy that only drifts towards one worker can
 uniform over workers, scores ~0.01. The bar is measured (docs/experiments.md, "#toy-learning-test"):
 after 70 steps seeds 0-2 reached 0.112, 0.323 and 0.176 (0.141, 0.204 and 0.077 at step 60); the same
 recipe with a reward that does not depend on the worker (nothing to learn) stayed within 0.008 of 0 for 60
-steps. ~3.5 minutes here: the recipe's own 400-step SFT, then 70 GRPO steps of 64 samples.
+steps. ~4.5 minutes here: the recipe's own 400-step SFT (~2.5), then 70 GRPO steps of 64 samples (~2).
 """
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.toy_learning import ToyRun
 
+pytestmark = pytest.mark.slow  # it alone would be a third of `make test-fast`
 STEPS = 70
 BAR = 0.06  # ~half the slowest seed's gain at STEPS, 7x the largest the null run reached
 
