@@ -4,7 +4,8 @@
 checkpoint, held-out evaluation, export, summary). One loop serves both modes: with
 ``train.max_staleness: 0`` it is synchronous (sample Q groups at version v, train, publish v + 1); with
 k >= 1 the rollout actors keep sampling while the learner trains, and admission control
-(conductor/staleness.py) keeps every trained record at most k versions old.
+(conductor/staleness.py) keeps every trained record at most k versions old and admits none for steps past
+the run's last.
 
 It heals itself (cluster/recipe_healing.py): engines, rollout actors and pool actors restart (Ray
 ``max_restarts``) and their work is issued again; a dead learner rank makes the driver rebuild the learner group
@@ -141,7 +142,8 @@ class GrpoRecipe(Healing):
         if void:
             self.console.print(f"[yellow]{void}: the best is chosen afresh from this segment's validations[/]")
         self.budget = TokenBudget.of(config.reward, self.state.token_multiplier)
-        self.staleness = StalenessManager(config.train.questions_per_step, config.train.max_staleness)
+        self.staleness = StalenessManager(config.train.questions_per_step, config.train.max_staleness,
+                                          steps=max(0, config.train.steps - self.state.step))  # none past the last
         # The groups the checkpoint had admitted ahead and the store holds are trained, not sampled again.
         pending = PendingGroups.from_json(self.state.pending)
         carried, self.state.sampler = carried_over(
@@ -222,11 +224,12 @@ class GrpoRecipe(Healing):
             cache_occurrences.save(self.out, self.pool)
 
     def _let_admitted_come_back(self) -> None:
-        """The requests admitted for steps after the loop's last are paid for, and a resumed run trains their
-        groups (cluster/pending_groups.py): let them come back before anything publishes other weights, and
-        before the checkpoint takes in the cache's counts (their calls' included, so a resumed run's identical
-        requests are not served their answers). Up to LEFTOVER_WAIT_S; a replay-only cache without an answer for
-        one (a recording made before they were let come back) ends the wait, not the run."""
+        """The requests admitted for steps the loop did not reach (it stopped early: the spend cap) are paid
+        for, and a resumed run trains their groups (cluster/pending_groups.py): let them come back before
+        anything publishes other weights, and before the checkpoint takes in the cache's counts (their calls'
+        included, so a resumed run's identical requests are not served their answers). Up to LEFTOVER_WAIT_S;
+        a replay-only cache without an answer for one (a recording made before they were let come back) ends
+        the wait, not the run. A run that trained all its steps admitted none (conductor/staleness.py)."""
         try:
             still_out = self.feed.drain(LEFTOVER_WAIT_S, self._look_after_actors)
         except ReplayMiss as exc:

@@ -57,6 +57,10 @@ class RunShape:
         """As cluster/grpo_recipe.py validates: every ``eval_every`` steps and after the last."""
         return step % self.eval_every == 0 or step == self.steps
 
+    def steps_admitted_beside(self, step: int) -> int:
+        """The later steps whose rollouts are admitted while ``step`` trains (conductor/staleness.py)."""
+        return max(0, min(self.max_staleness, self.steps - step))
+
     def validations_left(self, done: int) -> int:
         """Those still to run once step ``done`` has trained: its own among them, since the forecast is made
         between a step and its validation (cluster/run_spend.py, step_row)."""

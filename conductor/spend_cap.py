@@ -4,12 +4,14 @@ For each cap in force (``budget.max_usd`` over all providers, ``budget.max_usd_p
 ``S`` what the run has spent under it so far (every segment: conductor/spend_meter.py) and the step and
 validation costs measured so far (conductor/cost_forecast.py's v and h):
 
-    next    = (1 + k) x max(cost of each of the last RECENT_STEPS steps)  +  [the next step validates] x v
+    next    = (1 + a) x max(cost of each of the last RECENT_STEPS steps)  +  [the next step validates] x v
     reserve = h                                      (the closing held-out evaluation of the best policy)
     stop before the next step   if   S + HEADROOM x (next + reserve) > cap   or   S >= cap
 
-``k`` is ``train.max_staleness``: training asynchronously, rollouts for up to k later steps are already
-admitted when the run stops, and they run to their end (a resumed run trains them: cluster/pending_groups.py).
+``a = min(k, N - n - 1)``, with k ``train.max_staleness``, N the run's steps and n those done: training
+asynchronously, rollouts for up to k later steps are already admitted when the run stops, and they run to
+their end (a resumed run trains them: cluster/pending_groups.py); none is admitted for a step past the last
+(conductor/staleness.py).
 ``HEADROOM`` (1.5) leaves room for a step half again as costly as the largest recent one, and a held-out
 evaluation half again as costly as its estimate (the best policy is not the last one validated, nor are its
 questions the validation's).
@@ -96,7 +98,7 @@ def next_step_cost(history: CostHistory, done: int, shape: RunShape) -> dict[Opt
     """The projected cost of step ``done + 1`` (its validation included), per provider and in all (``None``)."""
     if not history.steps:
         return {}
-    projected = scaled(largest(history.steps[-RECENT_STEPS:]), 1 + shape.max_staleness)
+    projected = scaled(largest(history.steps[-RECENT_STEPS:]), 1 + shape.steps_admitted_beside(done + 1))
     if shape.validates_after(done + 1):
         validation = with_total(validation_estimate(history, shape))
         projected = {key: projected.get(key, 0.0) + validation.get(key, 0.0) for key in {*projected, *validation}}

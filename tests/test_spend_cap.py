@@ -93,6 +93,9 @@ def test_the_projection_adds_a_due_validation_and_the_async_steps_admitted_besid
     assert next_step_cost(history, 4, SHAPE) == pytest.approx({"p": 2.3, "q": 0.7, None: 2.6})  # step 5 validates
     async_shape = RunShape(20, 5, 10, 40, 8, max_staleness=2)
     assert next_step_cost(history, 2, async_shape)[None] == pytest.approx(3 * 2.1)
+    # none admitted past the last step: step 19 has one later step beside it, step 20 none (and validates)
+    assert next_step_cost(history, 18, async_shape)[None] == pytest.approx(2 * 2.1)
+    assert next_step_cost(history, 19, async_shape)[None] == pytest.approx(2.1 + 0.5)
 
 
 def test_a_provider_cap_stops_the_run_by_that_provider_and_a_spent_cap_stops_before_any_projection():

@@ -16,11 +16,13 @@ def record(group: str, sample: int, version: int, reward: float = 1.0) -> Rollou
                          completion_text="x", format_ok=True, correct=True, reward=reward)
 
 
-def simulate(k: int, q: int, steps: int, seed: int, max_delay: int):
+def simulate(k: int, q: int, steps: int, seed: int, max_delay: int, horizon: bool = False,
+             leftover: list | None = None):
     """A discrete-time run: each admitted group is sampled at the engines' version and completes after a
-    random delay; the learner takes Q groups (oldest first, dropping the too stale), trains, publishes."""
+    random delay; the learner takes Q groups (oldest first, dropping the too stale), trains, publishes.
+    ``horizon``: the manager knows the run's steps. ``leftover`` gets the groups admitted and never trained."""
     rng = random.Random(seed)
-    manager, buffer = StalenessManager(q, k), GroupBuffer()
+    manager, buffer = StalenessManager(q, k, steps=steps if horizon else None), GroupBuffer()
     version, tick, in_flight, trained, counter = 1, 0, [], [], 0
     while len(trained) < steps:
         tick += 1
@@ -38,6 +40,9 @@ def simulate(k: int, q: int, steps: int, seed: int, max_delay: int):
             version += 1
             manager.publish()
         assert tick < 100 * steps, "the run stalled"
+    if leftover is not None:
+        leftover.extend(item[1] for item in in_flight)
+        leftover.extend(group[0].group_id for group in buffer.take(len(buffer)))
     return trained
 
 
@@ -46,6 +51,26 @@ def simulate(k: int, q: int, steps: int, seed: int, max_delay: int):
 def test_no_trained_group_is_more_than_k_versions_behind(k, seed):
     for learner_version, versions in simulate(k, q=4, steps=40, seed=seed, max_delay=6):
         assert all(0 <= learner_version - v <= k for v in versions)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 4])
+@pytest.mark.parametrize("seed", range(5))
+def test_no_group_is_admitted_for_a_step_past_the_last(k, seed):
+    """Knowing its steps, a run trains them all within the bound and leaves nothing admitted untrained; without,
+    its last steps admit up to k steps' groups that nothing trains (paid for, in a real run)."""
+    unpaid, wasted = [], []
+    bounded = simulate(k, q=4, steps=30, seed=seed, max_delay=6, horizon=True, leftover=unpaid)
+    assert len(bounded) == 30 and all(0 <= learner - v <= k for learner, versions in bounded for v in versions)
+    assert unpaid == []
+    simulate(k, q=4, steps=30, seed=seed, max_delay=6, leftover=wasted)
+    assert (len(wasted) > 0) == (k > 0) and len(wasted) <= k * 4
+
+
+def test_a_segment_with_no_steps_left_admits_nothing():
+    assert StalenessManager(4, 2, steps=0).capacity() == 0
+    assert StalenessManager(4, 2, steps=1).capacity() == 4  # the one step's groups, none ahead of it
+    with pytest.raises(ValueError, match="steps"):
+        StalenessManager(4, 2, steps=-1)
 
 
 def test_k_zero_is_the_synchronous_loop():
