@@ -55,6 +55,7 @@ from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.embedded_pool import with_simulated_pool
 from conductor.staleness import StalenessManager
+from conductor.stop_request import StopRequest
 from conductor.tasks.splits import configured_splits, training_sampler
 from conductor.timer import Timer
 from conductor.token_budget import TokenBudget
@@ -71,6 +72,7 @@ class GrpoRecipe(Healing):
         self.segment_mark: float | None = None  # while train() runs: when its wall time was last counted
         self.reissued_counted = 0            # re-issued rollout requests already added to state.faults
         self.stopped = None                  # the spend cap's BudgetStop, when it ended the loop early
+        self.stop_request = StopRequest()    # SIGTERM / SIGINT: checkpoint after the step and exit
         self.phases: dict[str, float] = {}   # setup's and finish's seconds by phase (summary.json run_phases_s)
 
     # -- setup ------------------------------------------------------------------------------------------
@@ -108,6 +110,7 @@ class GrpoRecipe(Healing):
         cluster_started = time.perf_counter()
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local", ignore_reinit_error=True, log_to_driver=False)
         self.stack.callback(ray.shutdown)
+        self.stack.callback(self.stop_request.install().uninstall)  # after ray.init: a second signal goes to Ray's
         report.warn_local_output(self.out, sum(node["Alive"] for node in ray.nodes()), self.console)
         self.store_path, store_options = config.store()
         self.store = ReplayStore(self.store_path, storage_options=store_options or None)
@@ -193,6 +196,10 @@ class GrpoRecipe(Healing):
         self.meters.resume_training()
         with report.progress_bar(self.console, config.train.steps, state.step) as progress:
             while state.step < config.train.steps:
+                if self.stop_request.requested:
+                    self.console.print(f"[yellow]{self.stop_request.signal.name}: stopping after step {state.step}; "
+                                       f"--set train.resume=true goes on from its checkpoint[/]")
+                    break
                 self.stopped = self.meters.stop_before_next(state)
                 if self.stopped:
                     self.console.print(f"[yellow]{self.stopped.line()}[/]")
@@ -215,6 +222,8 @@ class GrpoRecipe(Healing):
                 if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
                     self._checkpoint(f"step-{state.step}")
         self.meters.pause_training()
+        if self.stop_request.requested and self.checkpoints.latest() != f"step-{state.step}":
+            self._checkpoint(f"step-{state.step}")  # first: the time the signal leaves may end in a kill
         self._let_admitted_come_back()  # their calls count as the closing phase's, as calls in flight always did
         self._count_wall_time()
         self.segment_mark = None

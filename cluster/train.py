@@ -27,12 +27,16 @@ from conductor.pool import ReplayMiss
 from conductor.spend_cap import SetupStopped
 
 
-def train(config: Config, console: Console) -> dict[str, Any]:
+def train(config: Config, console: Console) -> tuple[dict[str, Any] | None, int]:
+    """The summary and the exit code; no summary when a signal stopped the run (conductor/stop_request.py):
+    it has checkpointed, and a resumed run evaluates and summarises."""
     recipe = GrpoRecipe(config, console)
     try:
         recipe.setup()
         recipe.train()
-        return recipe.finish()
+        if recipe.stop_request.requested:
+            return None, recipe.stop_request.exit_code
+        return recipe.finish(), 0
     finally:
         recipe.close()
 
@@ -46,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ready_to_start(config, console):
         return 2
     try:
-        train(config, console)
+        _, code = train(config, console)
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
         console.print(f"[red]a cluster actor died and did not come back: {type(exc).__name__}: {exc}[/]\n"
                       f"Nothing already checkpointed is lost: rerun with --set train.resume=true")
@@ -57,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReplayMiss as exc:
         console.print(str(exc), style="red", markup=False)  # the request's text may hold [brackets]
         return 4
-    return 0
+    return code
 
 
 if __name__ == "__main__":

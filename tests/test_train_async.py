@@ -1,12 +1,15 @@
 """`cluster.train` in asynchronous mode, end to end in a subprocess (real vLLM, Ray, DeepSpeed, simulator):
-the staleness bound on every trained record, a spend cap that stops a resumed run before it and a raised
-one that lets it finish, and a run that heals itself while a chaos monkey kills a rollout actor, an engine
+the staleness bound on every trained record and nothing admitted past the last step, a spend cap that stops a
+resumed run before it, a raised one that lets it go on until SIGTERM stops it and a resume that trains what it
+had admitted, and a run that heals itself while a chaos monkey kills a rollout actor, an engine
 and a learner rank under 20% injected worker faults; with ``train.replayable``, a second run that trains as the
 first did."""
 
 import collections
 import json
+import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ import pytest
 from conductor.replay_store import ReplayStore
 from conductor.spend_cap import HEADROOM
 from tests.support.toy_warm_start import TOY_WARM_START
-from tests.support.train_cli import run_train
+from tests.support.train_cli import run_train, start_train
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -81,9 +84,9 @@ def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
     """The 5-step run, metered and forecast, resumed to 6 steps under a cap that its closing held-out
     evaluation fits but the next step does not, as the stop rule projects it (conductor/spend_cap.py) from the
     figures the checkpoint and the ledger carry: it stops before step 6, keeps its checkpoint, evaluates and
-    ends within the cap; resumed again with a raised cap it trains step 6 and finishes, the spend carried over
-    both resumes and every group still trained exactly once. The figures are the run's own: the same
-    baselines and held-out evaluation of the same policy cost what they cost the first time."""
+    ends within the cap; resumed again with a raised cap it goes on until a signal stops it (below). The
+    figures are the run's own: the same baselines and held-out evaluation of the same policy cost what they
+    cost the first time."""
     uncapped = json.loads((run / "summary.json").read_text())
     state = json.loads((run / "checkpoints" / "step-5" / "trainer_state.json").read_text())
     phases = uncapped["segment_spend_usd"]
@@ -92,12 +95,13 @@ def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
     assert phases["baselines"] > 0 and phases["training_steps"] > 0, phases
     assert [forecast["step"] for forecast in uncapped["cost_forecasts"]] == [2, 3, 4, 5]  # from the second step
     assert f"spent ${state['history'][-1]['spent_usd']:.4f}" in log and "forecast $" in log
+    assert state["pending"]["groups"] == []  # its steps all trained: nothing was admitted past the last
 
     # before step 6: spent S (the first run's: a resumed segment reads the baselines the run kept, at no cost),
-    # the next step at (1 + k) x the largest step (and, the last, its validation: more still), the held-out
-    # evaluation at the last validation's cost (6 questions, 6 held-out)
+    # the next step at (1 + 0) x the largest step (the last: no later step's groups are admitted beside it) and
+    # its validation, the held-out evaluation at the last validation's cost (6 questions, 6 held-out)
     spent = uncapped["spent_usd"]
-    projected = HEADROOM * (2 * max(row["step_cost_usd"] for row in state["history"])
+    projected = HEADROOM * (max(row["step_cost_usd"] for row in state["history"])  # the last: none beside it
                             + state["evals"][-1]["val_cost_usd"])
     assert phases["closing"] < projected  # the held-out evaluation (and calls in flight) within its reserve
     cap = spent + (phases["closing"] + projected) / 2
@@ -112,27 +116,60 @@ def resume_under_a_spend_cap(tmp_path: Path, run: Path, log: str) -> None:
     assert json.loads((run / "checkpoints" / "latest.json").read_text())["tag"] == "step-5"
     assert isinstance(summary["heldout_accuracy"], float)
 
-    finished = train(tmp_path, "run_name=async", "train.steps=6", "train.resume=true", f"budget.max_usd={10 * cap}")
-    assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-3000:]
-    assert "resumed from step-5" in finished.stdout and "budget: stopped" not in finished.stdout
-    final = json.loads((run / "summary.json").read_text())
-    assert final["stopped"] is None and final["steps"] == 6
-    assert summary["segment_spend_usd"]["baselines"] == final["segment_spend_usd"]["baselines"] == 0
-    assert final["single_worker_accuracy"] == uncapped["single_worker_accuracy"]  # read, not measured again
-    assert final["spent_usd"] == pytest.approx(summary["spent_usd"] + sum(final["segment_spend_usd"].values()))
-    steps = trained_groups(run)
-    assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 6]
-    check_exactly_once(run, steps)
-    # step 6 trains the groups step 5 admitted ahead as the first segment sampled them (their rollout ids): the
-    # first segment let them come back, sampled by the checkpoint's weights, before it published its best policy
+    a_signal_stops_it_and_the_resume_trains_what_it_had_admitted(tmp_path, run, uncapped, summary, 10 * cap)
+
+
+def a_signal_stops_it_and_the_resume_trains_what_it_had_admitted(tmp_path: Path, run: Path, uncapped: dict,
+                                                                 capped: dict, cap: float) -> None:
+    """Resumed with a raised cap for 12 steps, SIGTERM once step 8 is logged (as ``ray job stop`` or a pod's
+    termination sends it): the run finishes the step it is on, checkpoints it with the groups admitted for the
+    next, lets them come back and exits 143, with no summary of its own. Resumed again, it trains those groups as
+    they were sampled, not drawn again, and completes: the spend carried over every segment, every group trained
+    exactly once."""
+    overrides = ["run_name=async", "train.steps=12", "train.resume=true", f"budget.max_usd={cap}"]
+    driver = start_train(tmp_path, REPO / "configs/train-toy.yaml", [*SMALL, *overrides],
+                         stderr=tmp_path / "signalled.err")
+    log = []
+    try:
+        for line in driver.stdout:
+            log.append(line)
+            if line.startswith("step ") and int(line.split()[1]) >= 8:
+                driver.send_signal(signal.SIGTERM)
+                break
+        log.append(driver.communicate(timeout=900)[0])
+    finally:
+        driver.kill()
+    log = "".join(log)
+    assert driver.returncode == 128 + signal.SIGTERM, log[-2000:] + (tmp_path / "signalled.err").read_text()[-3000:]
+    stopped_at = int(re.search(r"SIGTERM: stopping after step (\d+)", log)[1])
+    assert 8 <= stopped_at < 12 and "resumed from step-5" in log
+    assert json.loads((run / "checkpoints" / "latest.json").read_text())["tag"] == f"step-{stopped_at}"
+    assert json.loads((run / "summary.json").read_text()) == capped  # a stopped segment writes none
+    state = json.loads((run / "checkpoints" / f"step-{stopped_at}" / "trainer_state.json").read_text())
     pending = [group_id for group_id, _, _ in state["pending"]["groups"]]
+    assert pending, "no group was admitted for the step after the signal's"  # k = 1: the next step's
+    assert "admitted for later steps had not come back" not in log
+
+    completed = train(tmp_path, *overrides)
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-3000:]
+    assert f"resumed from step-{stopped_at}" in completed.stdout and "stopping after" not in completed.stdout
+    assert f"{len(pending)} group(s) the checkpoint had admitted ahead are in the store" in completed.stdout
+    final = json.loads((run / "summary.json").read_text())
+    assert final["stopped"] is None and final["steps"] == 12
+    assert final["faults"]["groups_carried_over"] == len(pending)
+    assert capped["segment_spend_usd"]["baselines"] == final["segment_spend_usd"]["baselines"] == 0
+    assert final["single_worker_accuracy"] == uncapped["single_worker_accuracy"]  # read, not measured again
+    # the signalled segment's spend is in the ledger too: more than the capped summary and this segment's
+    assert final["spent_usd"] > capped["spent_usd"] + sum(final["segment_spend_usd"].values())
+    steps = trained_groups(run)
+    assert [step["step"] for step in steps] == list(range(1, 13))
+    check_exactly_once(run, steps)
+    # the step after the signal's trains the groups admitted for it as they were sampled (their rollout ids), by
+    # the checkpoint's weights at most
+    assert set(pending) <= set(steps[stopped_at]["groups"])
     sampled = ReplayStore(str(run / "rollouts")).dataset().to_table(columns=["group_id", "policy_version"])
     versions = dict(zip(sampled.column("group_id").to_pylist(), sampled.column("policy_version").to_pylist()))
-    assert pending and all(versions.get(group_id, float("inf")) <= state["pending"]["version"] for group_id in pending)
-    assert "admitted for later steps had not come back" not in log
-    assert set(pending) <= set(steps[-1]["groups"])
-    assert final["faults"]["groups_carried_over"] == len(pending)
-    assert f"{len(pending)} group(s) the checkpoint had admitted ahead are in the store" in finished.stdout
+    assert all(versions[group_id] <= state["pending"]["version"] for group_id in pending)
 
 
 @pytest.mark.timeout(1500)  # its driver's own limit: ~80 s alone here, 265 s beside another run, >600 s in a loaded CI
