@@ -112,6 +112,7 @@ class GroupCollector:
         progress_at = time.monotonic()
         while True:
             while len(taken) < target:
+                self._release_given_up()  # a poll outside the step (a validation's) may have given some up
                 self._admit()
                 oldest = max(self.staleness.oldest_usable(learner_version()), self.floor)
                 dropped += self._read_store(oldest)
@@ -220,6 +221,11 @@ class GroupCollector:
 
     def _wait(self) -> None:
         self.feed.poll(timeout_s=POLL_S)
+        self._release_given_up()
+        self.on_wait()
+
+    def _release_given_up(self) -> None:
+        """Requests the feed gave up: their places are freed for others, and their groups are not waited for."""
         for request in self.feed.take_given_up():
             self.staleness.discard(len(request.tasks))
             self._forget(request.group_ids())
@@ -227,7 +233,6 @@ class GroupCollector:
             for group_id in request.group_ids():  # written before it was given up, not yet taken
                 self.buffer.pop(group_id)
             self.count("rollout_requests_failed", 1)
-        self.on_wait()
 
 
 def request_order(record: RolloutRecord) -> tuple:

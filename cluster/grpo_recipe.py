@@ -191,14 +191,12 @@ class GrpoRecipe(Healing):
     def train(self) -> None:
         config, state = self.config, self.state
         self.segment_mark = time.time()
-        if config.train.val_before_train and state.step == 0 and not state.evals:
+        if config.train.val_before_train and state.step == 0 and not state.evals and not self.stop_request.requested:
             self._validate()
         self.meters.resume_training()
         with report.progress_bar(self.console, config.train.steps, state.step) as progress:
             while state.step < config.train.steps:
                 if self.stop_request.requested:
-                    self.console.print(f"[yellow]{self.stop_request.signal.name}: stopping after step {state.step}; "
-                                       f"--set train.resume=true goes on from its checkpoint[/]")
                     break
                 self.stopped = self.meters.stop_before_next(state)
                 if self.stopped:
@@ -222,15 +220,20 @@ class GrpoRecipe(Healing):
                 if config.learner.checkpoint_every and state.step % config.learner.checkpoint_every == 0:
                     self._checkpoint(f"step-{state.step}")
         self.meters.pause_training()
-        if self.stop_request.requested and self.checkpoints.latest() != f"step-{state.step}":
-            self._checkpoint(f"step-{state.step}")  # first: the time the signal leaves may end in a kill
+        if self.stop_request.requested:
+            self.console.print(f"[yellow]{self.stop_request.signal.name}: stopping after step {state.step}; "
+                               f"--set train.resume=true goes on from its checkpoint[/]")
+            if self.checkpoints.latest() != f"step-{state.step}":
+                self._checkpoint(f"step-{state.step}")  # first: the time the signal leaves may end in a kill
         self._let_admitted_come_back()  # their calls count as the closing phase's, as calls in flight always did
+        self.meters.record_spend()  # theirs too, in the ledger, with or without a summary to follow
         self._count_wall_time()
         self.segment_mark = None
         if self.checkpoints.latest() != f"step-{state.step}":
             self._checkpoint(f"step-{state.step}")
         else:
             cache_occurrences.save(self.out, self.pool)
+        self.stop_request.uninstall()  # a signal during finish() ends the run as Ray's handler does
 
     def _let_admitted_come_back(self) -> None:
         """The requests admitted for steps the loop did not reach (it stopped early: the spend cap) are paid

@@ -63,6 +63,11 @@ class PoolMeters:
         cost.update(self.spend.validation_ended(after))
         self.usage.resume(after)
 
+    def record_spend(self) -> None:
+        """The ledger (``spend.json``) from a fresh reading: what was spent since the last step or validation
+        counts even in a run that ends without a summary (a signal's stop)."""
+        self.spend.read(self.read())
+
     def stop_before_next(self, state: Any) -> Optional[BudgetStop]:
         return self.spend.stop_before_next(state)
 

@@ -77,12 +77,14 @@ class OrderedFeed:
         return given_up
 
 
-def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, unwritten=(), fail=(), orphaned=()):
+def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, unwritten=(), fail=(), orphaned=(),
+        horizon: bool = False, between_steps=lambda feed: None):
     """The question ids each step trains on, and the collector's counts. In request order, every admitted group
     is trained, still requested, or discarded (skipped, given up), and each step waited for the requests in
-    flight to sample (the stand-in feed says they had not: counted)."""
+    flight to sample (the stand-in feed says they had not: counted). ``horizon``: the manager knows the steps;
+    ``between_steps`` runs after each step's publish (a validation's polls)."""
     store = ReplayStore(str(tmp_path / f"store-{random.random()}"))
-    staleness = StalenessManager(groups_per_step=3, max_staleness=k)
+    staleness = StalenessManager(groups_per_step=3, max_staleness=k, steps=steps if horizon else None)
     feed = OrderedFeed(store, staleness, pick, unwritten, fail, orphaned)
     counts: dict[str, int] = {}
     collector = GroupCollector(
@@ -96,6 +98,7 @@ def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, u
         assert all(len(group) == GROUP_SIZE for group in groups)
         trained.append([group[0].question_id for group in groups])
         staleness.publish()
+        between_steps(feed)
     trained_groups = sum(len(step) for step in trained)
     in_flight = sum(len(request.tasks) for request, _ in feed.in_flight)
     if in_request_order:
@@ -128,6 +131,21 @@ def test_without_it_an_async_step_takes_the_groups_that_came_back_first(tmp_path
     in_order, _ = run(tmp_path, oldest, in_request_order=True, k=1)
     last_first, _ = run(tmp_path, newest, in_request_order=False, k=1)
     assert last_first[0] != in_order[0]
+
+
+@pytest.mark.parametrize("in_request_order", [False, True])
+def test_a_request_given_up_between_steps_frees_its_place_for_the_last_steps(tmp_path, in_request_order):
+    """Knowing its steps, the collector admits nothing past the last, so in the last k steps only freeing a place
+    given up outside a step (a validation's polls finish requests too) lets the step be collected: seg-5, the
+    last step's, is given up then, and the step is collected with another question instead of stalling."""
+    def validation_polls(feed):
+        while feed.in_flight:
+            feed.poll(timeout_s=0)
+
+    trained, counts = run(tmp_path, oldest, in_request_order=in_request_order, steps=2, k=1, fail={"seg-5"},
+                          horizon=True, between_steps=validation_polls)
+    assert [len(step) for step in trained] == [3, 3] and counts["rollout_requests_failed"] == 1
+    assert len(set(trained[0] + trained[1])) == 6  # seg-5's question is not trained; another is
 
 
 def test_a_request_that_wrote_nothing_or_was_given_up_is_not_waited_for(tmp_path):
