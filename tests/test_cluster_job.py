@@ -273,7 +273,8 @@ def test_a_job_trains_with_a_shipped_reward_to_s3_exports_metrics_and_a_second_j
         assert json.loads(fs.cat(f"{root}/summary.json"))["steps"] == 4
         assert json.loads(fs.cat(f"{root}/checkpoints/latest.json")) == {"tag": "step-4"}
         versions = ReplayStore(f"s3://{root}/rollouts", s3_server.storage_options).versions()
-        assert versions[:2] == [1, 2] and len(versions) == 4 and min(versions[2:]) > 3
+        first_job, second_job = [v for v in versions if v <= 3], [v for v in versions if v > 3]
+        assert first_job and max(first_job) <= 2 and second_job  # none at v3: no step past the first job's last
 
         # The GPU RayJob's entrypoint, as written, on this CPU head: it starts, checks what it needs, and
         # fails in seconds naming every missing piece (its bucket, datasets, baked-in model, API keys),
