@@ -13,7 +13,6 @@ run leaves is under ``<output.dir>/<run_name>/`` (a local dir or s3://).
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import ray
 from rich.console import Console
@@ -27,16 +26,17 @@ from conductor.pool import ReplayMiss
 from conductor.spend_cap import SetupStopped
 
 
-def train(config: Config, console: Console) -> tuple[dict[str, Any] | None, int]:
-    """The summary and the exit code; no summary when a signal stopped the run (conductor/stop_request.py):
-    it has checkpointed, and a resumed run evaluates and summarises."""
+def train(config: Config, console: Console) -> int:
+    """The run's exit code: 0, or 128 + the signal that stopped it (conductor/stop_request.py), which skips the
+    held-out evaluation and the summary: it has checkpointed, and a resumed run evaluates and summarises."""
     recipe = GrpoRecipe(config, console)
     try:
         recipe.setup()
         recipe.train()
         if recipe.stop_request.requested:
-            return None, recipe.stop_request.exit_code
-        return recipe.finish(), 0
+            return recipe.stop_request.exit_code
+        recipe.finish()
+        return 0
     finally:
         recipe.close()
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ready_to_start(config, console):
         return 2
     try:
-        _, code = train(config, console)
+        code = train(config, console)
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
         console.print(f"[red]a cluster actor died and did not come back: {type(exc).__name__}: {exc}[/]\n"
                       f"Nothing already checkpointed is lost: rerun with --set train.resume=true")
