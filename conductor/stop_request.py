@@ -1,5 +1,5 @@
-"""A stop asked of a training run from outside: SIGTERM (``ray job stop``, a Kubernetes pod's termination, a
-spot instance's preemption) or SIGINT (Ctrl-C).
+"""A stop asked of a training run from outside: SIGTERM to the driver (``ray job stop``, a preemption notice; a
+pod's termination only where the driver is the container's first process) or SIGINT (Ctrl-C).
 
 The first signal only sets a flag: the run (cluster/grpo_recipe.py) lets the step it is training finish, saves
 a checkpoint (its weights, the question sampler, the groups admitted for later steps: cluster/pending_groups.py),

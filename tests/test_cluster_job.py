@@ -1,11 +1,12 @@
 """The project as a user runs it on a cluster: a Ray head started with `ray start` (loopback), training
 submitted with `ray job submit` and the project's runtime env, outputs on S3 (SeaweedFS), metrics scraped
 from the head's Prometheus export port while the job runs; then a second job resumes from the first one's
-checkpoint on S3. The command both jobs run is the entrypoint of k8s/rayjob-toy.yaml, read from the
-manifest, so the command KubeRay submits is known to work; the test only appends `--set` overrides
-(later ones win) that make the run small and point output.dir at its own S3 server, and
-`train.resume=true` for the second job. Last, the GPU RayJob's entrypoint (k8s/rayjob-train.yaml) as
-written: on this CPU head it gets as far as its preflight check, which must name every missing piece.
+checkpoint on S3, and `ray job stop` stops it after its step, checkpointed. The command both jobs run is the
+entrypoint of k8s/rayjob-toy.yaml, read from the manifest, so the command KubeRay submits is known to work;
+the test only appends `--set` overrides (later ones win) that make the run small and point output.dir at its
+own S3 server, and `train.resume=true` for the second job. Last, the GPU RayJob's entrypoint
+(k8s/rayjob-train.yaml) as written: on this CPU head it gets as far as its preflight check, which must name
+every missing piece.
 
 The training jobs score their questions with a user's Python reward (README, "Your own reward"): the toy
 preset's own questions as a JSONL on S3, and a function in a module outside the repository that reaches the
@@ -157,9 +158,11 @@ def manifest_command(manifest: Path = TOY_JOB) -> list[str]:
 
 
 def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout_s: float = 900,
-                    manifest: Path = TOY_JOB, outcome: str = "succeeded") -> tuple[str, set]:
+                    manifest: Path = TOY_JOB, outcome: str = "succeeded",
+                    stop_once_logged: str | None = None) -> tuple[str, set]:
     """The manifest's command, then ``--set`` for each override (later on the command line wins); the
-    job's logs and the metric families scraped while it ran."""
+    job's logs and the metric families scraped while it ran. With ``stop_once_logged``, ``ray job stop``
+    once the job's logs match that pattern."""
     job = f"conductor-test-{uuid.uuid4().hex[:8]}"
     args = ["--no-wait", "--submission-id", job, "--working-dir", ".",
             "--runtime-env", str(runtime_env), "--", *manifest_command(manifest)]
@@ -180,10 +183,13 @@ def submit_and_wait(head: Head, overrides: list[str], runtime_env: Path, timeout
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
-            status = head.job("status", job, check=False)  # "Job '<id>' succeeded" (or failed, stopped)
-            if re.search(rf"Job '{job}' (succeeded|failed|stopped)", status, re.I):
+            status = head.job("status", job, check=False)  # "Job '<id>' succeeded" (failed, was stopped)
+            if re.search(rf"Job '{job}' (succeeded|failed|was stopped)", status, re.I):
                 break
-            time.sleep(3)
+            if stop_once_logged and re.search(stop_once_logged, head.job("logs", job, check=False), re.M):
+                head.job("stop", "--no-wait", job)
+                stop_once_logged = None
+            time.sleep(0.5 if stop_once_logged else 3)
     finally:
         done.set()
         scraper.join(timeout=10)
@@ -265,13 +271,22 @@ def test_a_job_trains_with_a_shipped_reward_to_s3_exports_metrics_and_a_second_j
             assert record["reward"] == pytest.approx(0.5 + 0.5 * record["score"])
             assert record["correct"] == (record["score"] == 1.0)
 
-        # The second job resumes from step 2's checkpoint on S3: steps 3 and 4 only, with rollouts sampled
-        # past the checkpoint's policy version (v3: the step-2 weights), added to the first job's.
-        logs, _ = submit_and_wait(head, [*common, "train.steps=4", "train.resume=true"], runtime_env)
+        # The second job resumes from step 2's checkpoint on S3, with rollouts sampled past the checkpoint's
+        # policy version (v3: the step-2 weights), added to the first job's. `ray job stop` once step 3 is
+        # logged: SIGTERM to the driver, SIGKILL only after the runtime env's RAY_JOB_STOP_WAIT_TIME_S (Ray's
+        # default, 3 s, is shorter than a step and its checkpoint on S3). The run ends the step it is on,
+        # checkpoints it and exits without a held-out evaluation or a summary of its own.
+        assert int(spec["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"]) >= 60
+        logs, _ = submit_and_wait(head, [*common, "train.steps=400", "train.resume=true"], runtime_env,
+                                  outcome="was stopped", stop_once_logged=r"^step +3 ")
         assert "resumed from step-2 (step 2" in logs
-        assert [line.split()[1] for line in logs.splitlines() if line.startswith("step ")] == ["3", "4"]
-        assert json.loads(fs.cat(f"{root}/summary.json"))["steps"] == 4
-        assert json.loads(fs.cat(f"{root}/checkpoints/latest.json")) == {"tag": "step-4"}
+        steps = [int(line.split()[1]) for line in logs.splitlines() if line.startswith("step ")]
+        stopped_at = int(re.search(r"SIGTERM: stopping after step (\d+)", logs)[1])
+        assert steps == list(range(3, stopped_at + 1)) and 3 <= stopped_at < 400, logs[-3000:]
+        assert json.loads(fs.cat(f"{root}/checkpoints/latest.json")) == {"tag": f"step-{stopped_at}"}
+        state = json.loads(fs.cat(f"{root}/checkpoints/step-{stopped_at}/trainer_state.json"))
+        assert state["step"] == stopped_at
+        assert json.loads(fs.cat(f"{root}/summary.json"))["steps"] == 2  # the first job's: no summary of its own
         versions = ReplayStore(f"s3://{root}/rollouts", s3_server.storage_options).versions()
         first_job, second_job = [v for v in versions if v <= 3], [v for v in versions if v > 3]
         assert first_job and max(first_job) <= 2 and second_job  # none at v3: no step past the first job's last
