@@ -91,20 +91,21 @@ class GrpoRecipe(Healing):
         self.console.print(f"outputs: {self.out.url}")
         if not config.train.resume:
             archive_previous_run(self.out, self.console)
-        self.spend = RunSpend(config, self.out)
-        self.splits = configured_splits(tasks_for(config), config.train)
-        self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
-                           f"{len(self.splits.heldout)} held-out")
-        config = self.config = with_simulated_pool(config, self.stack)[0]
+        with self.stop_request.interrupting():  # no step to finish yet: a signal unwinds the measurements at once
+            self.spend = RunSpend(config, self.out)
+            self.splits = configured_splits(tasks_for(config), config.train)
+            self.console.print(f"tasks: {len(self.splits.train)} train, {len(self.splits.val)} validation, "
+                               f"{len(self.splits.heldout)} held-out")
+            config = self.config = with_simulated_pool(config, self.stack)[0]
 
-        # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
-        with Timer("warm_start", self.phases):
-            self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console, self.spend)
-        tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
-        with Timer("baselines", self.phases):
-            baselines = kept_or_measured(config, self.splits.heldout, tokenizer, self.out, self.spend)
-        self.baselines = baselines.figures
-        report.print_baselines(self.console, baselines)
+            # The warm start, and the baselines on the held-out split through the same executor, pool, verifier.
+            with Timer("warm_start", self.phases):
+                self.policy = warm_start_policy(config, self.out, list(self.splits.train), self.console, self.spend)
+            tokenizer = AutoTokenizer.from_pretrained(local_copy(self.policy, config.output.storage_options))
+            with Timer("baselines", self.phases):
+                baselines = kept_or_measured(config, self.splits.heldout, tokenizer, self.out, self.spend)
+            self.baselines = baselines.figures
+            report.print_baselines(self.console, baselines)
 
         # The cluster: engines, rollout actors, learners, weight sync.
         cluster_started = time.perf_counter()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from conductor.config import Config
 from conductor.pool import WorkerPoolClient
@@ -28,6 +28,9 @@ from conductor.rollout_record import RolloutRecord
 from conductor.rollout_summary import summarise
 from conductor.tasks.task import Task
 from conductor.workflow import Step, Workflow
+
+if TYPE_CHECKING:
+    from conductor.local_pool import SpendSink
 
 SOLVE_ALONE = "Solve the question and give the final answer in the format the question asks for."
 RANDOM, DOMAIN_TABLE = "random", "domain_table"  # the baselines' keys beside the workers' ids
@@ -89,13 +92,20 @@ def domain_table_accuracy(outcomes: dict[str, Sequence[RolloutRecord]]) -> float
     return right / len(questions) if questions else 0.0
 
 
-def run_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any,
-                  seed: int = 0) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+def run_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: int = 0,
+                  on_spend: Optional[SpendSink] = None) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     """``evaluate_baselines`` over an in-process pool (the same providers and limits as the config), and what
-    that pool spent, by provider (the run's spend cap counts it: conductor/spend_meter.py)."""
+    that pool spent, by provider. ``on_spend`` is told that spend however the measurement ends, a stop or an
+    error midway included: the run's spend cap counts it (conductor/spend_meter.py)."""
     from conductor.local_pool import on_local_pool
 
     spent: dict[str, float] = {}
+
+    def counted(by_provider: dict[str, float]) -> None:
+        spent.update(by_provider)
+        if on_spend is not None:
+            on_spend(by_provider)
+
     results = on_local_pool(config.pool, lambda pool: evaluate_baselines(config, tasks, tokenizer, pool, seed),
-                            seed=seed, on_spend=spent.update)
+                            seed=seed, on_spend=counted)
     return results, spent

@@ -19,6 +19,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Optional
 
 from conductor.baselines import run_baselines
@@ -87,10 +88,10 @@ def kept_or_measured(config: Config, tasks: Sequence[Task], tokenizer: Any, out:
     figures, note = read_kept(out, key) if config.train.resume else (None, "")
     if figures is not None:
         return Baselines(figures, {}, kept=True)
+    on_spend = None
     if run_spend is not None:
         run_spend.check(baselines_estimate(config, tasks), "the held-out baselines")
-    figures, spend = run_baselines(config, tasks, tokenizer, seed=config.seed)
-    if run_spend is not None:
-        run_spend.add(spend, "baselines")
+        on_spend = partial(run_spend.add, phase="baselines")
+    figures, spend = run_baselines(config, tasks, tokenizer, seed=config.seed, on_spend=on_spend)
     out.write_text(KEPT, text=json.dumps({"key": key, "figures": figures}, indent=2, sort_keys=True))
     return Baselines(figures, spend, kept=False, note=note)

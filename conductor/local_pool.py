@@ -44,15 +44,18 @@ def on_local_pool(config: PoolConfig, work: Callable[[LocalPool], Awaitable[T]],
                   on_spend: Optional[SpendSink] = None) -> T:
     """``work`` run to the end against a fresh in-process pool, closed after (the one-off measurements outside
     Ray: the baselines, the warm start's priors). ``on_spend`` is told what the pool spent, by provider, however
-    ``work`` ended: a training run's ledger and spend cap count these calls too (cluster/run_spend.py)."""
+    ``work`` ended, a signal's StopSignal included (conductor/stop_request.py): a training run's ledger and spend
+    cap count these calls too (cluster/run_spend.py)."""
 
     async def main() -> T:
         pool = LocalPool(config, seed=seed)
         try:
             return await work(pool)
         finally:
-            if on_spend is not None:
-                on_spend({provider: float(stats["cost_usd"]) for provider, stats in pool.stats().items()})
-            await pool.close()
+            try:
+                if on_spend is not None:
+                    on_spend({provider: float(stats["cost_usd"]) for provider, stats in pool.stats().items()})
+            finally:  # a ledger that cannot be written still leaves the cache's answers stored
+                await pool.close()
 
     return asyncio.run(main())

@@ -8,22 +8,40 @@ with 128 + the signal's number, as a process killed by it would: a job system se
 ``train.resume=true`` goes on from the checkpoint. A second signal is handled as it was before the first was
 asked for (Ray's driver: stop its local cluster and exit), so a stop that takes too long can still be forced.
 
-Install from the main thread (Python's rule for signal handlers), after ``ray.init``, which sets its own.
+Before training there is no step to finish: the warm start's measured prior or menu and the held-out baselines
+are one long batch of paid calls each. There (``interrupting``) the first signal raises ``StopSignal`` at once,
+which unwinds like Ctrl-C's KeyboardInterrupt through the ``finally`` blocks that count what a measurement
+spent in the run's ledger and store its cached answers (conductor/local_pool.py), instead of Python's default
+for SIGTERM, which ends the process with neither.
+
+Install from the main thread (Python's rule for signal handlers), and again after ``ray.init``, which sets its
+own for SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Optional
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+class StopSignal(KeyboardInterrupt):
+    """A stop asked before training: a KeyboardInterrupt, so asyncio and ``except Exception`` let it through."""
+
+    def __init__(self, sig: signal.Signals):
+        super().__init__(sig.name)
+        self.signal = sig
+
+
 class StopRequest:
     def __init__(self) -> None:
         self.signal: Optional[signal.Signals] = None
         self._previous: dict[signal.Signals, Any] = {}
+        self._raising = False
 
     @property
     def requested(self) -> bool:
@@ -39,6 +57,20 @@ class StopRequest:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
+    @contextlib.contextmanager
+    def interrupting(self) -> Iterator[None]:
+        """Installed while inside, where the first signal raises StopSignal at once; a stop asked already
+        raises on entry. Uninstalled on the way out."""
+        if self.signal is not None:
+            raise StopSignal(self.signal)
+        self.install()
+        self._raising = True
+        try:
+            yield
+        finally:
+            self._raising = False
+            self.uninstall()
+
     def uninstall(self) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
@@ -48,6 +80,8 @@ class StopRequest:
         sig = signal.Signals(signum)
         if self.signal is None:
             self.signal = sig
+            if self._raising:
+                raise StopSignal(sig)
             return
         previous = self._previous.get(sig)  # the second: as before the first was asked for
         if callable(previous):

@@ -1,9 +1,14 @@
 """A resumed run reads the held-out baselines it measured instead of paying for them again, through a real
 simulated pool on loopback (conductor/kept_baselines.py); anything that could change their figures, figures
 that lost calls, or a file that cannot be read make it measure again, and where the pool's endpoint lives does
-not."""
+not. A signal midway through them (as the driver measures them, conductor/stop_request.py) keeps what they paid
+for: their spend in the ledger, their answers in the response cache."""
 
 import dataclasses
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,12 +17,14 @@ from cluster.rollouts import tasks_for
 from cluster.run_spend import RunSpend
 from conductor.config_loader import load_config
 from conductor.kept_baselines import KEPT, baselines_key, kept_or_measured
+from conductor.response_store import ResponseStore
 from conductor.run_output import RunOutput
 from conductor.setup_cost import baselines_estimate
 from conductor.simulator.presets import load_preset, simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from conductor.spend_cap import SetupStopped
 from conductor.spend_meter import read_ledger
+from conductor.stop_request import StopRequest, StopSignal
 
 TOY = Path(__file__).resolve().parents[1] / "configs" / "train-toy.yaml"
 
@@ -81,6 +88,67 @@ def test_a_resumed_run_reads_its_baselines_and_a_changed_pool_or_a_fresh_run_mea
         assert not unreadable.kept and "could not be read" in unreadable.note
         assert unreadable.figures == first.figures  # the pool answers alike: the same figures
         assert kept_or_measured(resumed(config), tasks, FakeTokenizer(), out).kept  # and kept once measured
+
+
+@pytest.fixture
+def late_signals():
+    """A recording SIGTERM handler in place of pytest's own while the test runs, so that a signal the test sends
+    can never end the test process, whenever it lands."""
+    calls: list[int] = []
+
+    def record(signum, frame):
+        calls.append(signum)
+
+    saved = signal.signal(signal.SIGTERM, record)
+    yield calls, record
+    signal.signal(signal.SIGTERM, saved)
+
+
+def test_a_signal_midway_keeps_what_the_baselines_paid_for_and_a_resume_pays_only_for_the_rest(tmp_path,
+                                                                                              late_signals):
+    """SIGTERM, as ``ray job stop`` sends it to the driver, once three calls are served: one call at a time,
+    300 ms each, so most of the measurement is still to come. It stops there (StopSignal), with what the calls
+    answered by then cost in the run's ledger and their answers in the response cache (``flush_every`` far above
+    them: written as the pool closes), and no figures kept. Resumed, the cache answers those calls and the
+    provider is paid only for the rest."""
+    cache = tmp_path / "cache"
+    config = load_config(TOY, ["simulator.toy_items_per_domain=10", "simulator.fixed_latency_ms=300",
+                               "pool.cache.mode=read-write", f"pool.cache.path={cache}",
+                               "pool.cache.flush_every=100000"])
+    tasks = list(tasks_for(config))[:6]
+    out = RunOutput(str(tmp_path), "run")
+    with SimulatorServer(config.simulator.model_copy(update={"port": 0})) as sim:
+        pool = simulated_pool_config(sim.state.preset, sim.base_url, max_concurrency=1)
+        config = config.model_copy(update={"pool": pool.model_copy(update={"cache": config.pool.cache})})
+
+        def signal_once_three_are_answered() -> None:
+            while served(sim) < 3:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        sender = threading.Thread(target=signal_once_three_are_answered, daemon=True)
+        request = StopRequest()
+        sender.start()
+        with pytest.raises(StopSignal):
+            with request.interrupting():
+                kept_or_measured(config, tasks, FakeTokenizer(), out, RunSpend(config, out))
+        sender.join(timeout=30)
+        late, earlier_handler = late_signals
+        assert request.signal == signal.SIGTERM and late == []
+        assert signal.getsignal(signal.SIGTERM) is earlier_handler  # uninstalled on the way out
+        spent_at_stop = sum(read_ledger(out).values())
+        stored_at_stop = len(ResponseStore(str(cache)).load(pool.providers[0].id))
+        assert stored_at_stop >= 2 and spent_at_stop > 0 and not out.exists(KEPT)  # the third's may be in flight
+
+        resumed_run, resumed_at = resumed(config), time.time()
+        again = kept_or_measured(resumed_run, tasks, FakeTokenizer(), out, RunSpend(resumed_run, out))
+        stored = len(ResponseStore(str(cache)).load(pool.providers[0].id))
+        assert not again.kept and out.exists(KEPT) and stored > stored_at_stop
+        # the provider was asked only for what was missing (by arrival: a call cut off by the stop is logged
+        # when its answer, which nobody reads, is sent)
+        asked_again = sum(entry["t"] >= resumed_at for entry in sim.state.log)
+        assert asked_again == stored - stored_at_stop
+        assert sum(read_ledger(out).values()) == pytest.approx(spent_at_stop + sum(again.spend.values()))
 
 
 def test_the_key_follows_what_the_figures_depend_on_and_not_where_the_pool_lives():

@@ -1,12 +1,13 @@
 """The stop asked by a signal (conductor/stop_request.py): the first only sets the flag, the second goes to the
-handler that was there before, and uninstalling puts that handler back. Signals are raised in this process,
-in its main thread, as the driver's would arrive."""
+handler that was there before, and uninstalling puts that handler back; before training, the first raises.
+Signals are raised in this process, in its main thread, as the driver's would arrive."""
 
+import asyncio
 import signal
 
 import pytest
 
-from conductor.stop_request import StopRequest
+from conductor.stop_request import StopRequest, StopSignal
 
 
 @pytest.fixture
@@ -44,3 +45,38 @@ def test_a_second_signal_of_the_other_kind_also_goes_to_its_earlier_handler(earl
         assert request.signal == signal.SIGTERM and earlier_handlers == [signal.SIGINT]
     finally:
         request.uninstall()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_before_training_the_first_signal_raises_at_once_and_the_handler_before_is_back_after(earlier_handlers, sig):
+    request = StopRequest()
+    with pytest.raises(StopSignal) as raised:
+        with request.interrupting():
+            signal.raise_signal(sig)
+            pytest.fail("the signal did not interrupt")
+    assert raised.value.signal == sig and request.signal == sig and request.exit_code == 128 + sig
+    assert isinstance(raised.value, KeyboardInterrupt)  # not caught by `except Exception` on its way out
+    signal.raise_signal(sig)
+    assert earlier_handlers == [sig]
+    with pytest.raises(StopSignal):  # a stop asked already: the next phase does not start
+        with request.interrupting():
+            pytest.fail("entered after a stop was asked")
+
+
+def test_inside_an_event_loop_the_raise_reaches_the_finally_of_the_work_it_stopped(earlier_handlers):
+    """As in conductor/local_pool.py's on_local_pool: asyncio lets a KeyboardInterrupt through, then cancels the
+    work, whose ``finally`` (the pool's spend and its cache's flush) still runs."""
+    cleaned_up = []
+
+    async def work():
+        try:
+            await asyncio.sleep(0.01)
+            signal.raise_signal(signal.SIGTERM)
+            await asyncio.sleep(30)
+        finally:
+            cleaned_up.append(True)
+
+    with pytest.raises(StopSignal):
+        with StopRequest().interrupting():
+            asyncio.run(work())
+    assert cleaned_up == [True]
