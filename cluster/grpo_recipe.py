@@ -125,6 +125,7 @@ class GrpoRecipe(Healing):
         self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
         self.meters = PoolMeters(self.pool, self.spend, caching=config.pool.cache.mode != "off",
                                  val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
+        self.stack.callback(self._record_spend)  # however the run ends: a resumed run's cap counts every call
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
@@ -234,7 +235,7 @@ class GrpoRecipe(Healing):
             self._checkpoint(f"step-{state.step}")
         else:
             cache_occurrences.save(self.out, self.pool)
-        self.stop_request.uninstall()  # a signal during finish() ends the run as Ray's handler does
+        self.stop_request.uninstall()  # finish() has no step to end at: cluster/train.py runs it interrupting
 
     def _let_admitted_come_back(self) -> None:
         """The requests admitted for steps the loop did not reach (it stopped early: the spend cap) are paid
@@ -386,4 +387,13 @@ class GrpoRecipe(Healing):
 
     def close(self) -> None:
         self.stack.close()
+
+    def _record_spend(self) -> None:
+        """The ledger from the pool actors' counters on the way out, however the run ends (a signal during the
+        held-out evaluation, an actor that did not come back), so a resumed run's spend cap counts every call."""
+        try:
+            self.meters.record_spend()
+        except Exception as exc:  # the run's own error, if any, is the one to report
+            self.console.print(f"[yellow]the pool's spend could not be read on the way out ({type(exc).__name__}): "
+                               "spend.json holds it as of the last reading[/]")
 

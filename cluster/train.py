@@ -25,27 +25,37 @@ from conductor.config_loader import config_from_cli
 from conductor.pool import ReplayMiss
 from conductor.spend_cap import SetupStopped
 from conductor.spend_meter import LEDGER
-from conductor.stop_request import StopSignal
 
 
 def train(config: Config, console: Console) -> int:
-    """The run's exit code: 0, or 128 + the signal that stopped it (conductor/stop_request.py), which skips the
-    held-out evaluation and the summary: it has checkpointed, and a resumed run evaluates and summarises. A
-    signal before training stops the warm start's measurements or the baselines where they are: what they
-    spent is in the ledger, their cached answers are stored, and a resumed run measures the rest."""
+    """The run's exit code: 0, or 128 + the signal that stopped it (conductor/stop_request.py). In the loop it
+    stops after its step, which skips the held-out evaluation and the summary: it has checkpointed, and a resumed
+    run evaluates and summarises. Before the loop (the warm start's measurements, the baselines) and after it
+    (the held-out evaluation, the export) it stops where it is: what the calls cost is in the ledger, their
+    cached answers are stored, and a resumed run pays only for the rest."""
     recipe = GrpoRecipe(config, console)
     try:
         try:
             recipe.setup()
-        except StopSignal as stop:
-            console.print(f"[yellow]{stop.signal.name} before training: stopped; what its calls cost is in "
-                          f"{recipe.out.path(LEDGER)} (and answers in pool.cache, where it is on): "
+        except KeyboardInterrupt:  # StopSignal, or what a Ray call it interrupted made of it
+            if not recipe.stop_request.requested:
+                raise
+            console.print(f"[yellow]{recipe.stop_request.signal.name} before training: stopped; what its calls "
+                          f"cost is in {recipe.out.path(LEDGER)} (and answers in pool.cache, where it is on): "
                           "--set train.resume=true goes on from there[/]")
             return recipe.stop_request.exit_code
         recipe.train()
         if recipe.stop_request.requested:
             return recipe.stop_request.exit_code
-        recipe.finish()
+        try:
+            with recipe.stop_request.interrupting():
+                recipe.finish()
+        except KeyboardInterrupt:
+            if not recipe.stop_request.requested:
+                raise
+            console.print(f"[yellow]{recipe.stop_request.signal.name} after training: stopped before the summary; "
+                          f"--set train.resume=true evaluates and summarises from {recipe.checkpoints.latest()}[/]")
+            return recipe.stop_request.exit_code
         return 0
     finally:
         recipe.close()

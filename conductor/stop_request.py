@@ -8,11 +8,12 @@ with 128 + the signal's number, as a process killed by it would: a job system se
 ``train.resume=true`` goes on from the checkpoint. A second signal is handled as it was before the first was
 asked for (Ray's driver: stop its local cluster and exit), so a stop that takes too long can still be forced.
 
-Before training there is no step to finish: the warm start's measured prior or menu and the held-out baselines
-are one long batch of paid calls each. There (``interrupting``) the first signal raises ``StopSignal`` at once,
-which unwinds like Ctrl-C's KeyboardInterrupt through the ``finally`` blocks that count what a measurement
-spent in the run's ledger and store its cached answers (conductor/local_pool.py), instead of Python's default
-for SIGTERM, which ends the process with neither.
+Before and after the loop there is no step to finish: the warm start's measured prior or menu, the held-out
+baselines and the closing held-out evaluation are one long batch of paid calls each. There (``interrupting``,
+cluster/train.py) the first signal raises ``StopSignal`` at once, which unwinds like Ctrl-C's KeyboardInterrupt
+through the ``finally`` blocks and exit callbacks that count what the calls cost in the run's ledger and store
+their cached answers (conductor/local_pool.py, cluster/grpo_recipe.py), instead of Python's default for SIGTERM
+before ``ray.init``, which ends the process with neither, or Ray's after it, which exits 15.
 
 Install from the main thread (Python's rule for signal handlers), and again after ``ray.init``, which sets its
 own for SIGTERM.
@@ -30,7 +31,9 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class StopSignal(KeyboardInterrupt):
-    """A stop asked before training: a KeyboardInterrupt, so asyncio and ``except Exception`` let it through."""
+    """A stop asked outside the loop: a KeyboardInterrupt, so asyncio and ``except Exception`` let it through.
+    Where it lands inside a Ray call, Ray raises a plain KeyboardInterrupt in its place: a caller catches
+    KeyboardInterrupt and asks ``StopRequest.requested`` whether it was the stop."""
 
     def __init__(self, sig: signal.Signals):
         super().__init__(sig.name)
