@@ -4,7 +4,8 @@ time the driver stops where it is and exits 143, with what the calls cost in the
 baselines') their answers in the response cache (conductor/stop_request.py's ``interrupting``, cluster/train.py).
 Before, the first died on Python's default for SIGTERM and the second on Ray's, with neither recorded, so a
 resumed run's spend cap did not know the money was spent. The pool is a simulator started here, one 300 ms call
-at a time, so the test signals once it has served calls in that phase, not after a guessed delay."""
+at a time, so the test signals once it has served calls in that phase, not after a guessed delay. Resumed
+again, the run has no step left: it evaluates and summarises, with every segment's spend."""
 
 import json
 import shutil
@@ -21,7 +22,7 @@ from conductor.response_store import ResponseStore
 from conductor.simulator.presets import simulated_pool_config
 from conductor.simulator.server import SimulatorServer
 from tests.support.toy_warm_start import TOY_WARM_START
-from tests.support.train_cli import start_train
+from tests.support.train_cli import run_train, start_train
 
 pytestmark = pytest.mark.slow
 TOY = Path(__file__).resolve().parents[1] / "configs" / "train-toy.yaml"
@@ -86,10 +87,20 @@ def test_sigterm_outside_the_loop_stops_at_once_with_what_the_calls_cost_kept(tm
         assert spent(run) > 0 and not (run / "baselines.json").exists() and not (run / "summary.json").exists()
         assert len(ResponseStore(str(cache)).load(pool.providers[0].id)) >= 2  # the third's may be in flight
 
-        # resumed: it trains its step, then the closing held-out evaluation is stopped after two of its calls
+        # resumed: it trains its step, then the closing held-out evaluation is stopped after its first call
         _, log, before = stop_when(sim, tmp_path, config, [*RUN, "train.resume=true"], "heldout",
-                                   lambda line: line.startswith("evaluating the best validated policy"), calls_after=2)
+                                   lambda line: line.startswith("evaluating the best validated policy"), calls_after=1)
         assert "SIGTERM after training: stopped before the summary" in log and "step-1" in log, log[-3000:]
         assert spent(run) > before  # the held-out calls it made are in the ledger
         assert not (run / "summary.json").exists()
         assert json.loads((run / "checkpoints" / "latest.json").read_text())["tag"] == "step-1"
+
+        # resumed again with every step trained: it evaluates and summarises, the spend carried over
+        carried = spent(run)
+        done = run_train(tmp_path, config, [*RUN, "train.resume=true"])
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "resumed from step-1" in done.stdout and "step 1 " not in done.stdout  # nothing trained again
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["steps"] == 1 and summary["stopped"] is None
+        assert summary["segment_spend_usd"]["training_steps"] == 0 and summary["segment_spend_usd"]["closing"] > 0
+        assert summary["spent_usd"] == pytest.approx(carried + sum(summary["segment_spend_usd"].values()))
