@@ -55,7 +55,7 @@ from conductor.rollout_summary import RolloutStats, summarise
 from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.embedded_pool import with_simulated_pool
 from conductor.staleness import StalenessManager
-from conductor.stop_request import StopRequest
+from conductor.stop_request import StopRequest, signals_held
 from conductor.tasks.splits import configured_splits, training_sampler
 from conductor.timer import Timer
 from conductor.token_budget import TokenBudget
@@ -74,6 +74,7 @@ class GrpoRecipe(Healing):
         self.stopped = None                  # the spend cap's BudgetStop, when it ended the loop early
         self.stop_request = StopRequest()    # SIGTERM / SIGINT: checkpoint after the step and exit
         self.phases: dict[str, float] = {}   # setup's and finish's seconds by phase (summary.json run_phases_s)
+        self.meters: PoolMeters | None = None
 
     # -- setup ------------------------------------------------------------------------------------------
 
@@ -122,10 +123,10 @@ class GrpoRecipe(Healing):
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name,
                             occurrences=cache_occurrences.load(self.out) if config.train.resume else None)
+        self.stack.callback(self._record_spend)  # after the flush below: every answer it stores is counted
         self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
         self.meters = PoolMeters(self.pool, self.spend, caching=config.pool.cache.mode != "off",
                                  val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
-        self.stack.callback(self._record_spend)  # however the run ends: a resumed run's cap counts every call
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
@@ -366,7 +367,7 @@ class GrpoRecipe(Healing):
         with Timer("heldout_evaluation", self.phases):
             heldout = self.evaluate(list(self.splits.heldout))
         report.warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)
-        with Timer("export", self.phases):
+        with Timer("export", self.phases), signals_held():  # a stop waits for a whole policy/
             exported = self.learners.run(lambda: self.learners.group.export_hf(self.out, tokenizer_from=self.policy))
         card = card_of(self.config.reward)
         if card is not None:  # evaluation and serving read it: this policy takes a cost_quality setting
@@ -390,7 +391,10 @@ class GrpoRecipe(Healing):
 
     def _record_spend(self) -> None:
         """The ledger from the pool actors' counters on the way out, however the run ends (a signal during the
-        held-out evaluation, an actor that did not come back), so a resumed run's spend cap counts every call."""
+        held-out evaluation, an actor that did not come back), so a resumed run's spend cap counts every call
+        answered by now (one still in flight is not: at most the pool's concurrency)."""
+        if self.meters is None:
+            return
         try:
             self.meters.record_spend()
         except Exception as exc:  # the run's own error, if any, is the one to report

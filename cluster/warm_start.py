@@ -32,6 +32,7 @@ from conductor.roster import Roster
 from conductor.run_output import RunOutput, local_copy
 from conductor.setup_cost import SetupSpend, measurement_estimate
 from conductor.simulator.presets import load_preset
+from conductor.stop_request import signals_held
 from conductor.tasks.task import Task
 from conductor.worker_prior import Prior, measure_prior, prior_tasks, random_prior, roster_weights
 from conductor.workflow_prior import MenuPrior, item_name, measure_menu, roster_menu
@@ -115,23 +116,27 @@ def warm_start_policy(config: Config, out: RunOutput, train_tasks: Sequence[Task
     losses = sft_warm_start(model, tokenizer, prompts, len(rosters[0]), config.sft, seed=config.seed,
                             on_step=progress, worker_weights=weights, menus=menus, plans=plans,
                             recursive_prompts=recursive)
-    model.save_pretrained(out.staged("sft"))
-    tokenizer.save_pretrained(out.staged("sft"))
-    if prior is not None:
-        prior_file = Path(out.staged("sft"), PRIOR_FILES[config.sft.worker_prior])
-        prior_file.write_text(json.dumps(prior, indent=1, sort_keys=True))
-    if menu is not None:  # the domain table (conductor/evaluation/domain_table.py) reads it: a dial run's balanced menu
-        kept = None if dial is None else min(menu, key=lambda setting: abs(setting - dial.default))
-        named = {domain: {item_name(item): weight for item, weight in items.items()}
-                 for domain, items in menu[kept].items()}
-        Path(out.staged("sft"), PRIOR_FILES["workflow_reward"]).write_text(json.dumps(named, indent=1, sort_keys=True))
-    if dial is not None:
-        Path(out.staged("sft"), CARD_FILE).write_text(dial.json())
+    with signals_held():  # a reused sft/ is whole (its config.json is written first): a stop waits for it
+        model.save_pretrained(out.staged("sft"))
+        tokenizer.save_pretrained(out.staged("sft"))
+        if prior is not None:
+            prior_file = Path(out.staged("sft"), PRIOR_FILES[config.sft.worker_prior])
+            prior_file.write_text(json.dumps(prior, indent=1, sort_keys=True))
+        # the domain table (conductor/evaluation/domain_table.py) reads the menu: a dial run's balanced one
+        if menu is not None:
+            kept = None if dial is None else min(menu, key=lambda setting: abs(setting - dial.default))
+            named = {domain: {item_name(item): weight for item, weight in items.items()}
+                     for domain, items in menu[kept].items()}
+            Path(out.staged("sft"), PRIOR_FILES["workflow_reward"]).write_text(json.dumps(named, indent=1,
+                                                                                          sort_keys=True))
+        if dial is not None:
+            Path(out.staged("sft"), CARD_FILE).write_text(dial.json())
+        published = out.publish("sft")
     console.print(f"SFT warm start: {len(losses)} steps in {time.time() - started:.0f}s, "
                   f"loss {losses[0]:.3f} → {losses[-1]:.3f}")
     del model
     release_memory()
-    return out.publish("sft")
+    return published
 
 
 def at_every_setting(tasks: Sequence[Task], settings: Optional[Sequence[int]]) -> tuple[list[Task],

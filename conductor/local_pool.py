@@ -12,6 +12,7 @@ from conductor.config import PoolConfig
 from conductor.pool import ChatResult, DeltaSink, Messages, WorkerCallError
 from conductor.provider_client import ProviderClient
 from conductor.response_cache import with_cache
+from conductor.stop_request import signals_held
 
 
 class LocalPool:
@@ -48,14 +49,23 @@ def on_local_pool(config: PoolConfig, work: Callable[[LocalPool], Awaitable[T]],
     cap count these calls too (cluster/run_spend.py)."""
 
     async def main() -> T:
+        asyncio.get_running_loop().set_exception_handler(quiet_stops)
         pool = LocalPool(config, seed=seed)
         try:
             return await work(pool)
         finally:
-            try:
-                if on_spend is not None:
-                    on_spend({provider: float(stats["cost_usd"]) for provider, stats in pool.stats().items()})
-            finally:  # a ledger that cannot be written still leaves the cache's answers stored
-                await pool.close()
+            with signals_held():  # a signal now would cut the ledger's write or the cache's flush in two
+                try:
+                    if on_spend is not None:
+                        on_spend({provider: float(stats["cost_usd"]) for provider, stats in pool.stats().items()})
+                finally:  # a ledger that cannot be written still leaves the cache's answers stored
+                    await pool.close()
 
     return asyncio.run(main())
+
+
+def quiet_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's error handler: a call's task that a stop's StopSignal (a KeyboardInterrupt) ended is the
+    stop, already reported, not a "Task exception was never retrieved" traceback."""
+    if not isinstance(context.get("exception"), KeyboardInterrupt):
+        loop.default_exception_handler(context)

@@ -15,8 +15,11 @@ through the ``finally`` blocks and exit callbacks that count what the calls cost
 their cached answers (conductor/local_pool.py, cluster/grpo_recipe.py), instead of Python's default for SIGTERM
 before ``ray.init``, which ends the process with neither, or Ray's after it, which exits 15.
 
+A stretch that a raise must not cut in two (the ledger's write and the cache's flush as a measurement ends, a
+model's save) runs under ``signals_held``: a first signal there raises when the stretch ends.
+
 Install from the main thread (Python's rule for signal handlers), and again after ``ray.init``, which sets its
-own for SIGTERM.
+own for SIGTERM (a signal during ``ray.init`` itself meets Ray's: exit code 15).
 """
 
 from __future__ import annotations
@@ -38,6 +41,27 @@ class StopSignal(KeyboardInterrupt):
     def __init__(self, sig: signal.Signals):
         super().__init__(sig.name)
         self.signal = sig
+
+
+_holding = 0                        # depth of signals_held blocks in this process
+_held: list[signal.Signals] = []    # a first signal that arrived in one, raised when the outermost ends
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """While inside, an interrupting StopRequest's first signal waits: its StopSignal is raised as the outermost
+    block ends without an error of its own. A second signal still goes to the handler before (a forced stop)."""
+    global _holding
+    _holding += 1
+    try:
+        yield
+    finally:
+        _holding -= 1
+        waiting = _held[:1] if _holding == 0 else []
+        if _holding == 0:
+            _held.clear()  # on an error too: the stop stays asked (``requested``), nothing is held over
+    if waiting:
+        raise StopSignal(waiting[0])
 
 
 class StopRequest:
@@ -83,7 +107,9 @@ class StopRequest:
         sig = signal.Signals(signum)
         if self.signal is None:
             self.signal = sig
-            if self._raising:
+            if self._raising and _holding:
+                _held.append(sig)
+            elif self._raising:
                 raise StopSignal(sig)
             return
         previous = self._previous.get(sig)  # the second: as before the first was asked for

@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from conductor.stop_request import StopRequest, StopSignal
+from conductor.local_pool import quiet_stops
+from conductor.stop_request import StopRequest, StopSignal, signals_held
 
 
 @pytest.fixture
@@ -80,3 +81,54 @@ def test_inside_an_event_loop_the_raise_reaches_the_finally_of_the_work_it_stopp
         with StopRequest().interrupting():
             asyncio.run(work())
     assert cleaned_up == [True]
+
+
+def test_a_signal_in_a_held_stretch_raises_when_the_outermost_stretch_ends(earlier_handlers):
+    """The ledger's write, the cache's flush, a model's save: not cut in two by the first signal."""
+    request = StopRequest()
+    finished = []
+    with pytest.raises(StopSignal):
+        with request.interrupting():
+            with signals_held():
+                with signals_held():
+                    signal.raise_signal(signal.SIGTERM)
+                    finished.append("inner")
+                finished.append("outer")
+            pytest.fail("the held signal was not raised")
+    assert finished == ["inner", "outer"] and request.signal == signal.SIGTERM
+    assert earlier_handlers == []
+
+
+def test_a_held_stretch_that_fails_keeps_its_own_error_and_the_stop_stays_asked(earlier_handlers):
+    request = StopRequest()
+    with pytest.raises(OSError):
+        with request.interrupting():
+            with signals_held():
+                signal.raise_signal(signal.SIGTERM)
+                raise OSError("disk full")
+    assert request.requested
+    with signals_held():  # nothing is left held over for the next stretch
+        pass
+
+
+def test_a_second_signal_in_a_held_stretch_still_forces_the_stop(earlier_handlers):
+    request = StopRequest()
+    with pytest.raises(StopSignal):
+        with request.interrupting():
+            with signals_held():
+                signal.raise_signal(signal.SIGTERM)
+                signal.raise_signal(signal.SIGTERM)
+                assert earlier_handlers == [signal.SIGTERM]  # the handler before: here, the recording one
+
+
+def test_the_loops_error_handler_keeps_a_stopped_tasks_exception_quiet_and_reports_others():
+    reported = []
+
+    class Loop:
+        def default_exception_handler(self, context):
+            reported.append(context["message"])
+
+    quiet_stops(Loop(), {"message": "Task exception was never retrieved", "exception": StopSignal(signal.SIGTERM)})
+    quiet_stops(Loop(), {"message": "Task exception was never retrieved", "exception": KeyboardInterrupt()})
+    quiet_stops(Loop(), {"message": "a real one", "exception": ValueError("x")})
+    assert reported == ["a real one"]

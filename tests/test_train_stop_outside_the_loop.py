@@ -67,7 +67,7 @@ def stop_when(sim: SimulatorServer, tmp_path: Path, config: Path, overrides: lis
     return driver.returncode, log, at_line
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)  # three driver runs, two with a cluster: ~110 s alone here, 240 s on a loaded machine
 def test_sigterm_outside_the_loop_stops_at_once_with_what_the_calls_cost_kept(tmp_path, toy_warm_start):
     base = load_config(TOY, [*RUN, "simulator.fixed_latency_ms=300"])
     run = tmp_path / "runs" / "stopped"
