@@ -41,6 +41,7 @@ from conductor.response_cache_config import ResponseCacheConfig
 log = logging.getLogger(__name__)
 ACTOR_PREFIX = "conductor-worker-pool"
 RESTART_POLL_S = 0.5
+FLUSH_TIMEOUT_S = 300.0  # for every pool actor to write its new cached answers (one shard each) as a run ends
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
@@ -237,13 +238,16 @@ class RayPool:
         counts = answers_within([self.actors[p].occurrences.remote() for p in providers], timeout_s)
         return {p: answer for p, answer in zip(providers, counts) if answer is not None}
 
-    def flush(self) -> None:
-        """Every actor's new cached answers written (nothing to do with the cache off). An actor that is gone
-        took its unwritten answers with it: said, not raised (this runs as a run ends, however it ends)."""
+    def flush(self, timeout_s: float = FLUSH_TIMEOUT_S) -> None:
+        """Every actor's new cached answers written (nothing to do with the cache off), all at once, within
+        ``timeout_s`` in all. An actor that is gone or stuck keeps its unwritten answers (lost with it): said,
+        not raised (this runs as a run ends, however it ends)."""
         if not self.caching:
             return
-        for provider, actor in self.actors.items():
+        flushing = {provider: actor.flush.remote() for provider, actor in self.actors.items()}
+        deadline = time.monotonic() + timeout_s
+        for provider, ref in flushing.items():
             try:
-                ray.get(actor.flush.remote())
-            except ray.exceptions.RayError as exc:
+                ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            except ray.exceptions.RayError as exc:  # GetTimeoutError among them
                 log.warning("response cache of provider %s not flushed: %s", provider, type(exc).__name__)

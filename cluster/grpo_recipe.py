@@ -123,8 +123,9 @@ class GrpoRecipe(Healing):
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name,
                             occurrences=cache_occurrences.load(self.out) if config.train.resume else None)
-        self.stack.callback(self._record_spend)  # after the flush below: every answer it stores is counted
+        self.stack.callback(self._record_spend)  # again after the flush: every answer it stored is counted
         self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
+        self.stack.callback(self._record_spend)  # first: a kill in a slow flush leaves the ledger written
         self.meters = PoolMeters(self.pool, self.spend, caching=config.pool.cache.mode != "off",
                                  val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,

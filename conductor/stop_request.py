@@ -80,23 +80,28 @@ class StopRequest:
         return 128 + int(self.signal) if self.signal is not None else 0
 
     def install(self) -> StopRequest:
+        """Idempotent: installed again over itself, it keeps the handlers it found the first time."""
         for sig in SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
+            previous = signal.signal(sig, self._handle)
+            if previous != self._handle:
+                self._previous[sig] = previous
         return self
 
     @contextlib.contextmanager
     def interrupting(self) -> Iterator[None]:
         """Installed while inside, where the first signal raises StopSignal at once; a stop asked already
-        raises on entry. Uninstalled on the way out."""
+        raises on entry. On the way out, as it was: uninstalled, or still installed where it was before."""
         if self.signal is not None:
             raise StopSignal(self.signal)
+        installed = all(signal.getsignal(sig) == self._handle for sig in SIGNALS)
         self.install()
         self._raising = True
         try:
             yield
         finally:
             self._raising = False
-            self.uninstall()
+            if not installed:
+                self.uninstall()
 
     def uninstall(self) -> None:
         for sig, previous in self._previous.items():

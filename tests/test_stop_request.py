@@ -132,3 +132,22 @@ def test_the_loops_error_handler_keeps_a_stopped_tasks_exception_quiet_and_repor
     quiet_stops(Loop(), {"message": "Task exception was never retrieved", "exception": KeyboardInterrupt()})
     quiet_stops(Loop(), {"message": "a real one", "exception": ValueError("x")})
     assert reported == ["a real one"]
+
+
+def test_interrupting_inside_an_installed_request_forces_the_second_signal_and_leaves_it_installed(earlier_handlers):
+    """The driver installs the request after ray.init and may interrupt inside it: a second signal goes to the
+    handler before (not to the request itself, round and round), and the request stays installed after."""
+    request = StopRequest().install()
+    request.install()  # again: it keeps the handler it found the first time
+    try:
+        with pytest.raises(StopSignal):
+            with request.interrupting():
+                with signals_held():
+                    signal.raise_signal(signal.SIGTERM)
+                    signal.raise_signal(signal.SIGTERM)
+                    assert earlier_handlers == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) == request._handle
+    finally:
+        request.uninstall()
+    signal.raise_signal(signal.SIGTERM)
+    assert earlier_handlers == [signal.SIGTERM, signal.SIGTERM]
