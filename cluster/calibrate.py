@@ -39,6 +39,7 @@ from conductor.local_pool import LocalPool
 from conductor.run_output import RunOutput
 from conductor.simulator.embedded_pool import with_simulated_pool
 from conductor.simulator.preset_file import read_preset_file
+from conductor.stop_request import signals_held
 from conductor.tasks.task import Task
 from conductor.twin_preset import kept_correlation, twin_header, twin_judge, twin_preset_text
 from conductor.verifiers import registry
@@ -69,8 +70,11 @@ async def measure_pool(config: Config, questions: list[Task], console: Console) 
             return await measure(executor, config.pool.workers, questions, scorer, config.calibrate.concurrency,
                                  on_done)
     finally:
-        threads.shutdown(wait=True)
-        await pool.close()
+        try:
+            with signals_held():  # first, and whole: the answers paid for are stored before the threads' wait
+                await pool.close()
+        finally:
+            threads.shutdown(wait=True)
 
 
 def task_source(config: Config) -> tuple[dict[str, Any], str]:

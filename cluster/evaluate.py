@@ -58,6 +58,7 @@ from conductor.run_output import RunOutput, local_copy
 from conductor.simulator.embedded_pool import with_simulated_pool
 from conductor.simulator.presets import load_preset
 from conductor.simulator_config import SIMULATED_PROVIDER_ID
+from conductor.stop_request import signals_held
 from conductor.tasks import Task, load_datasets
 from conductor.tasks.splits import configured_splits
 from conductor.verifiers.judge import bind_judge
@@ -174,7 +175,8 @@ async def run_methods(config: Config, tasks: list[Task], console: Console,
 
             return await harness.run(methods, tasks, config.evaluate.repeats, on_done, on_prepare)
     finally:
-        await pool.close()
+        with signals_held():  # a stop's raise waits for the cache's flush of the answers paid for
+            await pool.close()
 
 
 def print_expected_cost(config: Config, console: Console, methods: Sequence[str], tasks: Sequence[Task],
