@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from conductor.stop_request import StopRequest
+from conductor.stop_request import StopRequest, StopSignal
 
 PIPE_WIDTH = 200
 
@@ -39,9 +39,7 @@ def run_command(name: str, run: Callable[[Any, Console, str], Any], config: Any,
     except ValueError as exc:
         cli_console(stderr=True).print(f"[red]{name}: {exc}[/]")
         return 2
-    except KeyboardInterrupt:  # StopSignal, or what a Ray or vLLM call it interrupted made of it
-        if not stop.requested:
-            raise
-        cli_console(stderr=True).print(f"[yellow]{name}: {stop.signal.name}: stopped[/]")
+    except StopSignal as signalled:
+        cli_console(stderr=True).print(f"[yellow]{name}: {signalled.signal.name}: stopped[/]")
         return stop.exit_code
     return 0

@@ -74,7 +74,6 @@ class GrpoRecipe(Healing):
         self.stopped = None                  # the spend cap's BudgetStop, when it ended the loop early
         self.stop_request = StopRequest()    # SIGTERM / SIGINT: checkpoint after the step and exit
         self.phases: dict[str, float] = {}   # setup's and finish's seconds by phase (summary.json run_phases_s)
-        self.meters: PoolMeters | None = None
 
     # -- setup ------------------------------------------------------------------------------------------
 
@@ -123,11 +122,13 @@ class GrpoRecipe(Healing):
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name,
                             occurrences=cache_occurrences.load(self.out) if config.train.resume else None)
-        self.stack.callback(self._record_spend)  # again after the flush: every answer it stored is counted
-        self.stack.callback(self.pool.flush)  # the response cache's new answers, however the run ends
-        self.stack.callback(self._record_spend)  # first: a kill in a slow flush leaves the ledger written
         self.meters = PoolMeters(self.pool, self.spend, caching=config.pool.cache.mode != "off",
                                  val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
+        # however the run ends: the spend read, the caches' new answers written, the spend read again (so a
+        # resumed run's cap counts every answer they stored; a kill in a slow flush finds the ledger written)
+        self.stack.callback(self.meters.record_spend_on_exit)
+        self.stack.callback(self.pool.flush)
+        self.stack.callback(self.meters.record_spend_on_exit)
         self.feed = RolloutFeed([RolloutActor.remote(config, self.policy, self.engines, self.store_path,
                                                      config.seed + i) for i in range(config.rollout.actors)])
         self.learner_config = config.learner.resolved(asynchronous=config.train.max_staleness > 0)
@@ -389,16 +390,3 @@ class GrpoRecipe(Healing):
 
     def close(self) -> None:
         self.stack.close()
-
-    def _record_spend(self) -> None:
-        """The ledger from the pool actors' counters on the way out, however the run ends (a signal during the
-        held-out evaluation, an actor that did not come back), so a resumed run's spend cap counts every call
-        answered by now (one still in flight is not: at most the pool's concurrency)."""
-        if self.meters is None:
-            return
-        try:
-            self.meters.record_spend()
-        except Exception as exc:  # the run's own error, if any, is the one to report
-            self.console.print(f"[yellow]the pool's spend could not be read on the way out ({type(exc).__name__}): "
-                               "spend.json holds it as of the last reading[/]")
-

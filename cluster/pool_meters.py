@@ -10,6 +10,7 @@ on), and each meter reads it again at the next one; counters that went back to z
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any, Optional
 
@@ -19,6 +20,7 @@ from conductor.pool_utilisation import PoolMeter
 from conductor.spend_cap import BudgetStop
 from conductor.spend_meter import ByProvider
 
+log = logging.getLogger(__name__)
 READ_TIMEOUT_S = 30.0
 
 
@@ -67,6 +69,16 @@ class PoolMeters:
         """The ledger (``spend.json``) from a fresh reading: what was spent since the last step or validation
         counts even in a run that ends without a summary (a signal's stop)."""
         self.spend.read(self.read())
+
+    def record_spend_on_exit(self) -> None:
+        """``record_spend`` as the run ends, however it ends (a signal during the held-out evaluation, an actor
+        that did not come back): a call still in flight is not counted (at most the pool's concurrency), and a
+        failure is logged, not raised over the run's own error."""
+        try:
+            self.record_spend()
+        except Exception as exc:
+            log.warning("the pool's spend could not be read as the run ended (%s): spend.json holds it as of the "
+                        "last reading", type(exc).__name__)
 
     def stop_before_next(self, state: Any) -> Optional[BudgetStop]:
         return self.spend.stop_before_next(state)

@@ -25,6 +25,7 @@ from conductor.config_loader import config_from_cli
 from conductor.pool import ReplayMiss
 from conductor.spend_cap import SetupStopped
 from conductor.spend_meter import LEDGER
+from conductor.stop_request import StopSignal
 
 
 def train(config: Config, console: Console) -> int:
@@ -37,10 +38,8 @@ def train(config: Config, console: Console) -> int:
     try:
         try:
             recipe.setup()
-        except KeyboardInterrupt:  # StopSignal, or what a Ray call it interrupted made of it
-            if not recipe.stop_request.requested:
-                raise
-            console.print(f"[yellow]{recipe.stop_request.signal.name} before training: stopped; what its calls "
+        except StopSignal as stop:
+            console.print(f"[yellow]{stop.signal.name} before training: stopped; what its calls "
                           f"cost is in {recipe.out.path(LEDGER)} (and answers in pool.cache, where it is on): "
                           "--set train.resume=true goes on from there[/]")
             return recipe.stop_request.exit_code
@@ -50,10 +49,8 @@ def train(config: Config, console: Console) -> int:
         try:
             with recipe.stop_request.interrupting():
                 recipe.finish()
-        except KeyboardInterrupt:
-            if not recipe.stop_request.requested:
-                raise
-            console.print(f"[yellow]{recipe.stop_request.signal.name} after training: stopped before the summary; "
+        except StopSignal as stop:
+            console.print(f"[yellow]{stop.signal.name} after training: stopped before the summary; "
                           f"--set train.resume=true evaluates and summarises from {recipe.checkpoints.latest()}[/]")
             return recipe.stop_request.exit_code
         return 0

@@ -35,8 +35,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 class StopSignal(KeyboardInterrupt):
     """A stop asked outside the loop: a KeyboardInterrupt, so asyncio and ``except Exception`` let it through.
-    Where it lands inside a Ray call, Ray raises a plain KeyboardInterrupt in its place: a caller catches
-    KeyboardInterrupt and asks ``StopRequest.requested`` whether it was the stop."""
+    Where it lands inside a Ray call, Ray raises a plain KeyboardInterrupt in its place; ``interrupting`` turns
+    that back into this, so callers catch StopSignal alone."""
 
     def __init__(self, sig: signal.Signals):
         super().__init__(sig.name)
@@ -93,11 +93,15 @@ class StopRequest:
         raises on entry. On the way out, as it was: uninstalled, or still installed where it was before."""
         if self.signal is not None:
             raise StopSignal(self.signal)
-        installed = all(signal.getsignal(sig) == self._handle for sig in SIGNALS)
+        installed = bool(self._previous)
         self.install()
         self._raising = True
         try:
             yield
+        except KeyboardInterrupt as interrupt:
+            if self.signal is None or isinstance(interrupt, StopSignal):
+                raise
+            raise StopSignal(self.signal) from interrupt  # what a Ray call made of the stop's raise
         finally:
             self._raising = False
             if not installed:

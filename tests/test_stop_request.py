@@ -151,3 +151,17 @@ def test_interrupting_inside_an_installed_request_forces_the_second_signal_and_l
         request.uninstall()
     signal.raise_signal(signal.SIGTERM)
     assert earlier_handlers == [signal.SIGTERM, signal.SIGTERM]
+
+
+def test_a_keyboardinterrupt_made_of_the_stop_comes_out_as_the_stop_and_any_other_as_itself(earlier_handlers):
+    """A Ray call the stop's raise landed in raises a plain KeyboardInterrupt in its place: still the stop."""
+    request = StopRequest()
+    with pytest.raises(KeyboardInterrupt) as plain:
+        with request.interrupting():
+            raise KeyboardInterrupt
+    assert type(plain.value) is KeyboardInterrupt and not request.requested
+    with pytest.raises(StopSignal) as stop:
+        with request.interrupting():
+            request.signal = signal.SIGTERM  # as the handler sets it, before Ray swallows its raise
+            raise KeyboardInterrupt
+    assert stop.value.signal == signal.SIGTERM
