@@ -199,6 +199,10 @@ class EngineGroup:
             finally:
                 self.in_flight[index] -= 1
 
+    def wait_until_up(self) -> None:
+        """Until every replica has loaded its model (a replica that failed to start raises its error here)."""
+        ray.get([replica.policy_version.remote() for replica in self.replicas])
+
     def versions(self, allow_unavailable: bool = False, timeout_s: float = 10.0) -> list[Optional[int]]:
         """Every replica's policy version; with ``allow_unavailable``, None for one that does not answer
         within ``timeout_s`` (dead or restarting)."""
@@ -231,9 +235,11 @@ def answers_within(calls: list[Any], timeout_s: float = 10.0) -> list[Optional[A
 
 
 def start_engines(model_path: str, config: EngineConfig, seed: int = 0, placement_group: Optional[Any] = None,
-                  storage_options: Optional[dict[str, Any]] = None, run_name: str = "") -> EngineGroup:
+                  storage_options: Optional[dict[str, Any]] = None, run_name: str = "",
+                  wait: bool = True) -> EngineGroup:
     """One actor per replica, each with its CPU (or GPU) share; optionally inside a placement group.
-    ``model_path``: a local directory, or a URL (s3://) with ``storage_options``."""
+    ``model_path``: a local directory, or a URL (s3://) with ``storage_options``. With ``wait`` false the
+    replicas load while the caller goes on (e.g. starts the learners), and ``wait_until_up`` waits for them."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     replicas, group = [], uuid.uuid4().hex[:8]
@@ -246,6 +252,8 @@ def start_engines(model_path: str, config: EngineConfig, seed: int = 0, placemen
                 placement_group=placement_group, placement_group_bundle_index=replica)
         replicas.append(ConductorEngine.options(**options).remote(model_path, config, seed + replica, storage_options,
                                                                   run_name, replica))
-    ray.get([replica.policy_version.remote() for replica in replicas])  # wait until every replica is up
-    return EngineGroup(replicas, names=names)
+    engines = EngineGroup(replicas, names=names)
+    if wait:
+        engines.wait_until_up()
+    return engines
 

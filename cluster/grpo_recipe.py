@@ -115,10 +115,11 @@ class GrpoRecipe(Healing):
         report.warn_local_output(self.out, sum(node["Alive"] for node in ray.nodes()), self.console)
         self.store_path, store_options = config.store()
         self.store = ReplayStore(self.store_path, storage_options=store_options or None)
-        with Timer("engines", self.phases):
-            self.engines = start_engines(self.policy, config.engine, config.seed,
-                                         engine_placement_group(config.engine),
-                                         storage_options=config.output.storage_options, run_name=config.run_name)
+        # The engines load while the learners start (both mostly imports and model loading, on different CPUs):
+        # "engines" times only what is left to wait for once the learners are up.
+        self.engines = start_engines(self.policy, config.engine, config.seed, engine_placement_group(config.engine),
+                                     storage_options=config.output.storage_options, run_name=config.run_name,
+                                     wait=False)
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name,
                             occurrences=cache_occurrences.load(self.out) if config.train.resume else None)
@@ -139,6 +140,8 @@ class GrpoRecipe(Healing):
             self.learners = LearnerKeeper(self._start_learners, self.checkpoints, config.train.max_learner_restarts,
                                           restarts=lambda: self.state.faults.get("learner_restarts", 0),
                                           count=self._count, on_rebuilt=self._learners_rebuilt)
+        with Timer("engines", self.phases):
+            self.engines.wait_until_up()
         saved_best = None
         if config.train.resume and self.checkpoints.latest():
             self.state = self.checkpoints.load(self.learners.group, self.checkpoints.latest())
