@@ -167,6 +167,7 @@ class EngineGroup:
         self.failover_s, self.retry_s = failover_s, retry_s
         self.in_flight = [0] * len(replicas)
         self.down_until = [0.0] * len(replicas)
+        self.started = False  # every replica has loaded its model once (wait_until_up)
 
     @classmethod
     def attach(cls, names: list[str], failover_s: float, retry_s: float) -> EngineGroup:
@@ -200,8 +201,11 @@ class EngineGroup:
                 self.in_flight[index] -= 1
 
     def wait_until_up(self) -> None:
-        """Until every replica has loaded its model (a replica that failed to start raises its error here)."""
-        ray.get([replica.policy_version.remote() for replica in self.replicas])
+        """Until every replica has loaded its model (a replica that failed to start raises its error here).
+        Once they have, returns at once: a replica restarting later is the failover's and the sync's to wait for."""
+        if not self.started:
+            ray.get([replica.policy_version.remote() for replica in self.replicas])
+            self.started = True
 
     def versions(self, allow_unavailable: bool = False, timeout_s: float = 10.0) -> list[Optional[int]]:
         """Every replica's policy version; with ``allow_unavailable``, None for one that does not answer

@@ -115,8 +115,7 @@ class GrpoRecipe(Healing):
         report.warn_local_output(self.out, sum(node["Alive"] for node in ray.nodes()), self.console)
         self.store_path, store_options = config.store()
         self.store = ReplayStore(self.store_path, storage_options=store_options or None)
-        # The engines load while the learners start (both mostly imports and model loading, on different CPUs):
-        # "engines" times only what is left to wait for once the learners are up.
+        # The engines load while the learners start (both mostly imports and model loading, on different CPUs).
         self.engines = start_engines(self.policy, config.engine, config.seed, engine_placement_group(config.engine),
                                      storage_options=config.output.storage_options, run_name=config.run_name,
                                      wait=False)
@@ -136,12 +135,10 @@ class GrpoRecipe(Healing):
         self.checkpoints = Checkpoints(self.out, config.learner.keep_checkpoints)
         self.metrics = report.DashboardMetrics(config.run_name)
         self.state = TrainState()
-        with Timer("learners", self.phases):
+        with Timer("engines_and_learners", self.phases):
             self.learners = LearnerKeeper(self._start_learners, self.checkpoints, config.train.max_learner_restarts,
                                           restarts=lambda: self.state.faults.get("learner_restarts", 0),
                                           count=self._count, on_rebuilt=self._learners_rebuilt)
-        with Timer("engines", self.phases):
-            self.engines.wait_until_up()
         saved_best = None
         if config.train.resume and self.checkpoints.latest():
             self.state = self.checkpoints.load(self.learners.group, self.checkpoints.latest())
@@ -192,6 +189,9 @@ class GrpoRecipe(Healing):
         learners = LearnerGroup(self.policy, self.learner_config, self.config.train.steps, sequences,
                                 seed=self.config.seed, storage_options=self.config.output.storage_options,
                                 run_name=self.config.run_name)
+        # The first time, the engines loaded while the group started: one that failed to start raises its own
+        # error here (the collective sync would wait out its timeout for it)
+        self.engines.wait_until_up()
         return learners, WeightSync(learners, self.engines, self.learner_config.weight_sync)
 
     # -- the training loop ------------------------------------------------------------------------------

@@ -203,3 +203,25 @@ def test_rollouts_command_writes_the_store_and_a_summary(policy_dir, tmp_path):
     assert summary["rollouts"] == 32 and summary["infra_errors"] == 0 and summary["format_rate"] > 0
     table, _ = ReplayStore(str(store)).read()
     assert table.num_rows == 32 and set(table.column("policy_version").to_pylist()) == {0}
+
+
+def test_an_engine_group_started_without_waiting_raises_a_replica_s_load_error_when_waited_on(engines, tmp_path):
+    """The driver starts its learners while the engines load (start_engines(wait=False)); a replica that cannot
+    load its model must raise its own error from wait_until_up, not leave the run waiting. Once every replica
+    has loaded, the wait does not call them again (a later restart is the failover's to wait for)."""
+    from actors.conductor_engine import EngineGroup, start_engines
+    from conductor.config import EngineConfig
+
+    broken = tmp_path / "broken-policy"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")  # no architecture: vLLM refuses it in the actor's constructor
+    group = start_engines(str(broken), EngineConfig(num_cpus=0, max_model_len=1024), wait=False)
+    assert not group.started
+    with pytest.raises(ray.exceptions.RayActorError):
+        group.wait_until_up()
+    assert not group.started
+    loaded = EngineGroup(list(engines.replicas))
+    loaded.wait_until_up()
+    assert loaded.started
+    loaded.replicas = [object()]  # a call on it would raise AttributeError
+    loaded.wait_until_up()
