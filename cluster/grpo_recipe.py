@@ -122,8 +122,11 @@ class GrpoRecipe(Healing):
         # Owned (and held) here, so the pool actors outlive any rollout actor.
         self.pool = RayPool(config.pool, seed=config.seed, run_name=config.run_name,
                             occurrences=cache_occurrences.load(self.out) if config.train.resume else None)
+        # a dial run scores every evaluated question at each of its validation settings
+        scored = len(self.val_settings)
         self.meters = PoolMeters(self.pool, self.spend, caching=config.pool.cache.mode != "off",
-                                 val_questions=len(self.splits.val), heldout_questions=len(self.splits.heldout))
+                                 val_questions=scored * len(self.splits.val),
+                                 heldout_questions=scored * len(self.splits.heldout))
         # however the run ends: the spend read, the caches' new answers written, the spend read again (so a
         # resumed run's cap counts every answer they stored; a kill in a slow flush finds the ledger written)
         self.stack.callback(self.meters.record_spend_on_exit)
@@ -361,6 +364,7 @@ class GrpoRecipe(Healing):
         """Held-out evaluation of the best validated policy, its export, and the summary."""
         state = self.state
         self.chaos.stop()
+        self.meters.check_heldout(state)  # a resumed segment with its cap spent stops before paying for it again
         self.learners.restore_tag = self.checkpoints.latest()  # the final step's weights: train() saved them last
         if state.best_step != -1:  # even the last step's: a learner rebuilt while saving it left older weights
             self.learners.restore_tag = "best"

@@ -81,7 +81,17 @@ class PoolMeters:
                         "last reading", type(exc).__name__)
 
     def stop_before_next(self, state: Any) -> Optional[BudgetStop]:
+        """The stop rule on a fresh reading: what was paid since the last one (a step dropped when the learner
+        group was rebuilt, rollouts admitted for the next step) counts before the next step is let through."""
+        if not self.spend.capped:
+            return None
+        self.spend.read(self.read())
         return self.spend.stop_before_next(state)
+
+    def check_heldout(self, state: Any) -> None:
+        """Before the closing held-out evaluation, on a fresh reading: raise SetupStopped if it would pass a cap."""
+        if self.spend.capped:
+            self.spend.check_heldout(self.read(), state)
 
     def summary(self, state: Any, stop: Optional[BudgetStop]) -> dict[str, Any]:
         """summary.json's ``training_pool``, ``response_cache`` (when on) and spend figures."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from conductor.config import Config
-from conductor.cost_forecast import CostHistory, RunShape, forecast
+from conductor.cost_forecast import CostHistory, RunShape, forecast, heldout_estimate
 from conductor.run_output import RunOutput
 from conductor.spend_cap import BudgetStop, SetupStopped, budget_stop, setup_stop
 from conductor.spend_meter import ByProvider, SpendMeter, add, read_ledger, write_ledger
@@ -87,12 +87,26 @@ class RunSpend:
     def validation_row(cost: ByProvider) -> dict[str, Any]:
         return {"val_cost_usd": sum(cost.values()), "val_cost_by_provider": cost}
 
+    @property
+    def capped(self) -> bool:
+        return bool(self.config.budget.caps())
+
     def stop_before_next(self, state: Any) -> Optional[BudgetStop]:
-        """The stop rule on the spend at the last reading (the last step's or validation's end)."""
+        """The stop rule on the spend at the last reading (cluster/pool_meters.py takes one just before)."""
         caps = self.config.budget.caps()
         if not caps:
             return None
         return budget_stop(caps, self.meter.spent(), CostHistory.of(state.history, state.evals), state.step, self.shape)
+
+    def check_heldout(self, snapshot: Snapshot, state: Any) -> None:
+        """The setup rule before the closing held-out evaluation, estimated as the loop's reserve was: a run
+        stopped by its cap reserved it, but a resumed segment whose cap is still spent would pay for it again."""
+        self.read(snapshot)
+        estimate = heldout_estimate(CostHistory.of(state.history, state.evals), self.shape)
+        stop = setup_stop(self.config.budget.caps(), self.meter.spent(), estimate, "the held-out evaluation",
+                          basis="from the measured steps and validations", smaller="train.heldout_questions")
+        if stop is not None:
+            raise SetupStopped(stop)
 
     def summary(self, state: Any, stop: Optional[BudgetStop], snapshot: Snapshot) -> dict[str, Any]:
         """summary.json's spend figures: all segments', the caps, why it stopped, the forecast per step, and

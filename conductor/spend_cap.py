@@ -23,7 +23,11 @@ held-out baselines (conductor/setup_cost.py estimates each, roughly). Before eac
 
 and the run ends with a line saying so (``SetupStopped``); what was measured before it is kept, and a resumed
 run reuses it. The estimates are rough both ways (conductor/setup_cost.py gives paper-7's and the toy's):
-a measurement dearer than HEADROOM x its estimate passes the cap by the excess.
+a measurement dearer than HEADROOM x its estimate passes the cap by the excess. The same rule, with ``E`` the
+loop's reserve h, runs before the closing held-out evaluation: a run the loop stopped reserved it, but a
+resumed segment given too little to train stops before its first step and would otherwise pay for it again.
+``S`` is read from the pool's counters just before each check, so calls paid since the last step's end (a
+step dropped when the learner group was rebuilt) count.
 
 What this guarantees: the run stops before a step that its recent steps say would not fit, keeps its
 checkpoint, evaluates and writes its summary. It stays within the cap when the step after the last check
@@ -127,14 +131,15 @@ class SetupStop:
     spent: float
     estimate: float
     cap: float
+    basis: str = "rough: conductor/setup_cost.py"
+    smaller: str = "sft.prior_questions, train.heldout_questions"
 
     def line(self) -> str:
         setting = cap_setting(self.provider)
         return (f"budget: stopped before {self.what}: {cap_scope(self.provider)} has spent ${self.spent:.4f} of "
-                f"${self.cap:.4f} ({setting}); {self.what}, estimated at ${self.estimate:.4f} (rough: "
-                f"conductor/setup_cost.py), would pass it. Nothing more was spent. Raise {setting} and rerun with "
-                "--set train.resume=true (what was measured is reused), or measure less (sft.prior_questions, "
-                "train.heldout_questions)")
+                f"${self.cap:.4f} ({setting}); {self.what}, estimated at ${self.estimate:.4f} ({self.basis}), would "
+                f"pass it. Nothing more was spent. Raise {setting} and rerun with --set train.resume=true (what "
+                f"was measured is reused), or measure less ({self.smaller})")
 
 
 class SetupStopped(RuntimeError):
@@ -144,11 +149,12 @@ class SetupStopped(RuntimeError):
 
 
 def setup_stop(caps: Mapping[Optional[str], float], spent: Mapping[str, float], estimate: Mapping[str, float],
-               what: str) -> Optional[SetupStop]:
-    """The setup rule in the module docstring over every cap in ``caps``; None: go on."""
+               what: str, **told: str) -> Optional[SetupStop]:
+    """The setup rule in the module docstring over every cap in ``caps``; None: go on. ``told``: the stop's
+    ``basis`` and ``smaller`` where they are not the setup estimates'."""
     spent_by, estimated = with_total(add(spent)), with_total(add(estimate))
     for key in sorted(caps, key=lambda k: (k is not None, k or "")):
         have, upcoming = spent_by.get(key, 0.0), estimated.get(key, 0.0)
         if have >= caps[key] or have + HEADROOM * upcoming > caps[key]:
-            return SetupStop(key, what, have, upcoming, caps[key])
+            return SetupStop(key, what, have, upcoming, caps[key], **told)
     return None

@@ -99,3 +99,33 @@ def test_one_reading_per_boundary_feeds_the_spend_the_cache_and_the_training_spa
     training = summary["training_pool"]["sim"]
     assert (training["seconds"], training["attempts"]) == (30.0, 60.0)  # the validation's 100 s left out
     assert summary["response_cache"]["misses"] == 110
+
+
+def test_a_capped_run_checks_a_fresh_reading_and_stops_before_a_held_out_evaluation_it_cannot_pay(tmp_path):
+    """The cap's checks read the pool first: a step dropped when the learner group was rebuilt was paid for all
+    the same, and a resumed segment whose cap is spent must not pay for the held-out evaluation again."""
+    from conductor.spend_cap import SetupStopped
+
+    config = load_config(TOY_CONFIG, ["budget.max_usd=10", "train.max_staleness=0", "train.steps=20",
+                                      "train.eval_every=100"])
+    pool = CountingPool()
+    meters = PoolMeters(pool, RunSpend(config, RunOutput(str(tmp_path), "run")), caching=False,
+                        val_questions=0, heldout_questions=1)
+    state = TrainState()
+    for step in (1, 2, 3):  # $2 a step, 64 rollouts: the held-out question is priced at 2/64
+        pool.advance(10, 2.0, 64)
+        state.step = step
+        state.history.append(dict(meters.step_row(state), step=step))
+    assert meters.stop_before_next(state) is None  # 6 + 1.5 x (2 + 2/64) <= 10
+    reads = pool.reads
+    pool.advance(10, 2.0, 64)  # step 4's rollouts, paid; its learner step lost, so no step row read them
+    stop = meters.stop_before_next(state)
+    assert pool.reads == reads + 1 and stop is not None and stop.before_step == 4
+    assert stop.spent == pytest.approx(8.0)  # not the 6.0 of the last step's reading
+    meters.check_heldout(state)  # 8 + 1.5 x 2/64 <= 10: the reserve the loop kept is there
+    pool.advance(10, 1.99, 64)
+    with pytest.raises(SetupStopped) as stopped:
+        meters.check_heldout(state)
+    line = str(stopped.value)
+    assert "stopped before the held-out evaluation" in line and "has spent $9.9900 of $10.0000" in line
+    assert "train.heldout_questions" in line and "setup_cost" not in line
