@@ -33,7 +33,9 @@ What this guarantees: the run stops before a step that its recent steps say woul
 checkpoint, evaluates and writes its summary. It stays within the cap when the step after the last check
 and the held-out evaluation together cost at most HEADROOM x (next + reserve). Otherwise, since the check runs
 between steps, the spend passes the cap by at most their excess over that: one step's calls (with the k steps
-admitted beside it) and the held-out evaluation's, never more. Before its first measured step a fresh run
+admitted beside it) and the held-out evaluation's, never more; and when that step alone has eaten the held-out
+evaluation's room, the run stops before the evaluation instead, its checkpoint kept, and a resume with a
+raised cap evaluates and summarises. Before its first measured step a fresh run
 has nothing to project from: step 1 runs unless the cap is already spent.
 """
 
