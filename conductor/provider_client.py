@@ -67,14 +67,31 @@ def on_the_wire(sampling: SamplingParams, request: dict[str, Any]) -> dict[str, 
     return wire
 
 
+ENDED = ("stop", "end_turn", "stop_sequence", "eos", "tool_calls", "function_call")  # the model ended the reply
+GAVE_UP = ("error", "abort", "aborted", "cancelled", "insufficient_system_resource")  # the server ended it early
+GAVE_UP_REASON = "error"
+
+
 def finish_reason(reported: Optional[str]) -> Optional[str]:
-    """A provider's finish reason in OpenAI's words: "length" for any token limit (some servers say
-    "max_tokens"), "content_filter" kept, anything else "stop"."""
+    """A provider's finish reason in OpenAI's words: "stop" where the model ended the reply; "content_filter"
+    kept; "error" (``GAVE_UP_REASON``) where the server gave up on it (vLLM's "abort", OpenRouter's and
+    Mistral's "error"): the attempt fails and is retried. Any other reason, a token limit's (some servers say
+    "max_tokens") or vLLM's repetition detector's or one not known here, is "length": a cut answer, used as
+    it is and never cached."""
     if reported is None:
         return None
-    if reported in ("length", "max_tokens", "max_output_tokens", "model_length"):
-        return "length"
-    return "content_filter" if reported == "content_filter" else "stop"
+    if reported in ENDED or reported == "content_filter":
+        return reported if reported == "content_filter" else "stop"
+    return GAVE_UP_REASON if reported in GAVE_UP else "length"
+
+
+def gave_up(reported: Optional[str], streamed_pieces: int = 0) -> Failure:
+    """The failure of an attempt whose server ended the reply early (or whose stream ended without saying how
+    it ended): retried, unless text was already passed on."""
+    how = f"with finish_reason {reported!r}" if reported else "without a finish reason"
+    if streamed_pieces:
+        return Failure("stream_broken", False, f"stream ended {how} after {streamed_pieces} chunks")
+    return Failure("server_error", True, f"the server ended the reply {how}")
 
 
 def hidden_tokens(usage: Any) -> int:
@@ -190,18 +207,22 @@ class ProviderClient:
             completion = raw.parse()
             text = completion.choices[0].message.content
             usage = completion.usage
-            finish = finish_reason(completion.choices[0].finish_reason)
+            reported = completion.choices[0].finish_reason
+            finish = finish_reason(reported)
             if getattr(completion.choices[0].message, "refusal", None):
                 finish = "content_filter"  # a refusal, with or without text, is the provider's filter at work
             if text is None and finish in ("length", "content_filter"):  # limit spent or refused: no answer text
                 text = ""
             if usage is None:
                 raise ValueError("response has no usage")
-            if text is None:  # billed all the same: count it before the attempt is classified a failure
+            if text is None or finish == GAVE_UP_REASON:  # billed all the same: counted before it fails
                 self._charge(worker, usage.prompt_tokens, usage.completion_tokens)
+            if text is None:
                 raise ValueError("response has no message content")
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
             return None, self._failure(worker, exc)
+        if finish == GAVE_UP_REASON:
+            return None, gave_up(reported)
         return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
                             hidden_tokens(usage)), None
 
@@ -213,7 +234,7 @@ class ProviderClient:
         assert on_delta is not None
         timeout = max(0.001, min(self.spec.timeout_s, deadline - time.monotonic()))
         pieces: list[str] = []
-        usage, finish, refused = None, None, False
+        usage, reported, refused = None, None, False
         try:
             async with asyncio.timeout(timeout):
                 raw = await self.client.chat.completions.with_raw_response.create(
@@ -224,7 +245,7 @@ class ProviderClient:
                 async for chunk in raw.parse():
                     usage = chunk.usage or usage
                     piece = chunk.choices[0].delta.content if chunk.choices else None
-                    finish = (finish_reason(chunk.choices[0].finish_reason) if chunk.choices else None) or finish
+                    reported = (chunk.choices[0].finish_reason if chunk.choices else None) or reported
                     refused = refused or bool(chunk.choices and getattr(chunk.choices[0].delta, "refusal", None))
                     if piece:
                         pieces.append(piece)
@@ -238,12 +259,16 @@ class ProviderClient:
                 self._charge(worker, estimate_prompt_tokens(messages), max(1, len("".join(pieces)) // CHARS_PER_TOKEN))
             return None, failure
         text = "".join(pieces)
-        finish = "content_filter" if refused else finish
+        finish = "content_filter" if refused else finish_reason(reported)
         if usage is None:
-            return self._settle(worker, text, estimate_prompt_tokens(messages),
-                                max(1, len(text) // CHARS_PER_TOKEN), finish), None
-        return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
-                            hidden_tokens(usage)), None
+            settled = self._settle(worker, text, estimate_prompt_tokens(messages),
+                                   max(1, len(text) // CHARS_PER_TOKEN), finish)
+        else:
+            settled = self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
+                                   hidden_tokens(usage))
+        if finish in (None, GAVE_UP_REASON):  # billed (settled above), but no whole answer: a stream cut short
+            return None, gave_up(reported, len(pieces))
+        return settled, None
 
     def _failure(self, worker: WorkerSpec, exc: Exception) -> Failure:
         if isinstance(exc, openai.APIStatusError):

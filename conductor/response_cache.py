@@ -34,7 +34,7 @@ from conductor.response_cache_config import ResponseCacheConfig
 from conductor.response_store import Key, NewEntry, ResponseStore, StoredAnswer
 
 log = logging.getLogger(__name__)
-NOT_CACHED = ("length", "content_filter")  # cut off by the provider's token limit; refused
+NOT_CACHED = ("length", "content_filter")  # cut off (a limit, a reason not known as the model's end); refused
 SHOWN_CHARS = 80
 
 

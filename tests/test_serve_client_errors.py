@@ -196,8 +196,10 @@ def test_our_own_fault_is_a_500_in_openai_s_shape_logged_without_its_message(cap
 
 
 def test_a_providers_finish_reason_is_read_in_openai_s_words():
-    assert [finish_reason(r) for r in ("stop", "length", "max_tokens", "eos", "content_filter", None)] == [
-        "stop", "length", "length", "stop", "content_filter", None]
+    reported = ("stop", "length", "max_tokens", "eos", "end_turn", "content_filter", "abort", "error",
+                "repetition", "something_new", None)
+    assert [finish_reason(r) for r in reported] == [
+        "stop", "length", "length", "stop", "stop", "content_filter", "error", "error", "length", "length", None]
 
 
 def test_a_client_that_leaves_stops_its_non_streamed_run():

@@ -1,16 +1,26 @@
 """A small OpenAI-compatible chat server on 127.0.0.1 whose answer to each request the test decides, for
-provider behaviours the simulator does not have (refusals, a reasoning model's parameter rules). It keeps
-every request body."""
+provider behaviours the simulator does not have (refusals, a reasoning model's parameter rules, a server that
+gives up mid-reply, a stream cut short). It keeps every request body."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-Reply = Callable[[dict], tuple[int, dict]]  # request body -> (HTTP status, JSON body)
+
+@dataclass(frozen=True)
+class Streamed:
+    """A streamed answer: each chunk an SSE event, then ``[DONE]`` unless the stream is cut before it."""
+
+    chunks: tuple[dict, ...]
+    done: bool = True
+
+
+Reply = Callable[[dict], tuple[int, Union[dict, Streamed]]]  # request body -> (HTTP status, JSON body or stream)
 
 
 def completion(model: str, content: Optional[str], finish: str = "stop", refusal: Optional[str] = None,
@@ -23,6 +33,15 @@ def completion(model: str, content: Optional[str], finish: str = "stop", refusal
                       "total_tokens": prompt_tokens + completion_tokens}}
 
 
+def chunk(model: str, content: Optional[str] = None, finish: Optional[str] = None,
+          usage: Optional[dict[str, int]] = None) -> dict[str, Any]:
+    """One streamed chunk as OpenAI writes one (``usage`` alone, with no choices, for the last)."""
+    choices = [] if usage else [{"index": 0, "delta": {"content": content} if content else {},
+                                 "finish_reason": finish}]
+    return {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": choices,
+            "usage": usage}
+
+
 class ReplyServer:
     def __init__(self, reply: Reply):
         self.bodies: list[dict] = []
@@ -33,9 +52,14 @@ class ReplyServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.bodies.append(body)
                 status, answer = reply(body)
-                data = json.dumps(answer).encode()
+                if isinstance(answer, Streamed):
+                    events = [f"data: {json.dumps(chunk)}\n\n" for chunk in answer.chunks]
+                    data = "".join(events + (["data: [DONE]\n\n"] if answer.done else [])).encode()
+                    kind = "text/event-stream"
+                else:
+                    data, kind = json.dumps(answer).encode(), "application/json"
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
