@@ -51,7 +51,9 @@ class WorkerPoolActor:
                  occurrences: Optional[dict[str, int]] = None):
         restarted = ray.get_runtime_context().was_current_actor_reconstructed
         self.client = ProviderClient(provider, workers, seed=seed, recent_sends_unknown=restarted)
-        self.calls = with_cache(self.client, cache or ResponseCacheConfig(), seen=None if restarted else occurrences)
+        # restarted, it counts on from the segment's start (its calls since are counted again: answers this run got
+        # may be served again until the next resume, which reads the larger counts its checkpoints kept)
+        self.calls = with_cache(self.client, cache or ResponseCacheConfig(), seen=occurrences)
         self.config = (provider, sorted(workers, key=lambda w: w.id), cache or ResponseCacheConfig())
         self.metrics = Families("conductor_pool", run=run_name, provider=provider.id)
         self.rate_limited = 0

@@ -8,12 +8,14 @@ identical request gets the first answer (concurrent ones wait for it). Occurrenc
 provider in a cluster (its pool actor), one per in-process pool of the driver (the warm start's
 measurements, the baselines). A resumed training run starts its pool actors from the counts its last
 checkpoint kept (cluster/cache_occurrences.py), so it does not serve itself answers it already got; a pool
-actor that restarts mid-run counts from 0 again.
+actor that restarts mid-run counts from those again (from 0 in a fresh run), and its checkpoints keep the
+larger counts.
 
 A cached answer spends nothing (no call, no rate-limit tokens) but keeps the tokens and the cost the call
 had, so an episode's reward and the reports read the same as when it was made; ``ChatResult.cached`` and
 the stats say what was not spent. An error, a refusal (finish reason ``content_filter``) or an answer cut
-by the provider (``length``) is never stored. In ``replay-only`` mode a call without a stored answer raises
+by the provider (``length``, which also stands for a finish reason not known as the model's own end) is never
+stored. In ``replay-only`` mode a call without a stored answer raises
 ``ReplayMiss``, which stops the run.
 """
 

@@ -139,6 +139,34 @@ def test_a_replay_only_pool_actor_serves_its_cache_and_a_miss_crosses_as_replay_
             stop_pool_actor()
 
 
+def test_a_restarted_pool_actor_counts_on_from_the_counts_it_was_started_with(ray_local, tmp_path):
+    """Ray restarts a pool actor with the arguments it was made with: a resumed run's counts, not nothing, so
+    the restarted actor is not served the answers of the segments before (cluster/cache_occurrences.py)."""
+    from actors.worker_pool import RayPool, actor_name
+
+    with SimulatorServer(SimulatorConfig(preset="toy", port=0, latency_scale=0.0)) as sim:
+        cache = ResponseCacheConfig(mode="read-write", path=str(tmp_path))
+        pool = RayPool(simulated_pool_config(sim.state.preset, sim.base_url).model_copy(update={"cache": cache}),
+                       occurrences={"sim": {"kept-digest": 5}})
+        try:
+            asyncio.run(pool.chat("toy-arith", ask(sim.state.preset.tasks[0])))
+            assert len(pool.occurrences()["sim"]) == 2
+            before = ray.get(pool.actors["sim"].pid.remote())
+            ray.kill(ray.get_actor(actor_name("sim")), no_restart=False)
+            back_by = time.monotonic() + 120
+            while True:  # calls fail while it restarts
+                try:
+                    if ray.get(pool.actors["sim"].pid.remote(), timeout=10) != before:
+                        break
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    pass
+                assert time.monotonic() < back_by, "the pool actor did not come back"
+                time.sleep(0.5)
+            assert pool.occurrences()["sim"] == {"kept-digest": 5}
+        finally:
+            stop_pool_actor()
+
+
 def stop_pool_actor():
     """Kill the provider's pool actor and wait until its name is free (ray.kill returns before it is)."""
     from actors.worker_pool import actor_name

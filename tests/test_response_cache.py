@@ -143,7 +143,8 @@ def test_a_resumed_run_counts_on_from_its_kept_occurrences_and_never_serves_itse
 
 
 def test_the_counts_a_checkpoint_keeps_are_merged_with_those_kept_before(tmp_path):
-    """A provider whose pool actor does not answer at a checkpoint keeps the counts it had."""
+    """A provider whose pool actor does not answer at a checkpoint keeps the counts it had, and one whose
+    actor restarted (counting from the segment's start again) keeps the larger counts, digest by digest."""
     from cluster import cache_occurrences
     from conductor.run_output import RunOutput
 
@@ -161,6 +162,8 @@ def test_the_counts_a_checkpoint_keeps_are_merged_with_those_kept_before(tmp_pat
     cache_occurrences.save(out, Answering({"a": {"d1": 2}, "b": {"d2": 1}}))
     cache_occurrences.save(out, Answering({"a": {"d1": 3, "d3": 1}}))  # b's actor did not answer
     assert cache_occurrences.load(out) == {"a": {"d1": 3, "d3": 1}, "b": {"d2": 1}}
+    cache_occurrences.save(out, Answering({"a": {"d1": 1, "d4": 2}, "b": {}}))  # a's actor restarted
+    assert cache_occurrences.load(out) == {"a": {"d1": 3, "d3": 1, "d4": 2}, "b": {"d2": 1}}
 
 
 def test_identical_calls_in_flight_at_once_share_one_provider_call(sim, tmp_path):
