@@ -84,7 +84,10 @@ def judge_requests(sim: SimulatorServer) -> int:
 @pytest.mark.parametrize(("text", "score"), [
     ("Looks right.\nScore: 1", 1.0), ("**Score:** 0.5", 0.5), ("score = 7/10", 0.7), ("Score: 0\nScore: 1", 1.0),
     ("The answer is right.", None), ("Score: 1.5", None), ("Score: -1", None), ("Score: 3/0", None),
-    ("underscore: 1", None)])
+    ("underscore: 1", None), ("Score: 0\nConfidence score: 0.9", 0.0),
+    ("Score: 0 (a fully right answer would be score = 1)", 0.0),
+    ("Score: 0\n\n(An answer that named Paris would have earned score: 1.)", 0.0), ("Score: 1e-3", None),
+    ("Score: 0,5", None), ("- Final score: 1.", 1.0), ("> Score: 2/4", 0.5), ("Score: 1/2.5e3", None)])
 def test_the_verdict_is_the_last_score_line_in_zero_to_one(text, score):
     assert parse_score(text) == score
 
@@ -262,6 +265,7 @@ REAL_POOL = ["pool.providers=[{id: p, base_url: 'http://127.0.0.1:9/v1'}]",
     (["simulator.preset=toy-judged", "judge.worker=w"], r"judge\.worker 'w': the simulated pool's judge is toy-judge"),
     (["judge.rubric='Grade {answer} against {gold}'"], r"judge\.rubric.*placeholders \['gold'\] are unknown"),
     (["judge.rubric='Grade the reply to {question}'"], r"judge\.rubric.*must show the judge the \{answer\}"),
+    (["judge.rubric='Grade {answer:d}'"], r"judge\.rubric.*cannot be filled with text \(ValueError"),
     (["judge.samples=2"], r"samples 2 with aggregate majority can tie"),
 ])
 def test_a_judge_that_cannot_be_called_fails_at_config_load_naming_the_setting(overrides, message):

@@ -64,8 +64,12 @@ Answer to grade:
 
 Give one or two sentences of reasoning, then a last line of the form "Score: S", where S is 1 if the answer \
 is right, 0 if it is wrong, or a number in between for an answer that is partly right."""
-_SCORE = re.compile(r"\bscore[ \t*_]{0,3}[:=][ \t*_]{0,3}(\d+(?:\.\d+)?)(?:[ \t]*/[ \t]*(\d+(?:\.\d+)?))?",
-                    re.IGNORECASE)  # markdown emphasis allowed; a sign is not (a negative score is no score)
+_WHOLE = r"(\d+(?:\.\d+)?)(?!\.?\d|,\d|[eE][-+]?\d)"  # a whole number: not the head of 0,5 or 1e-3
+# A line that starts with the label (after markdown: "**Score:** 1", "- Score: 1", "### Final score: 1"); what
+# follows the number is ignored, a "score" inside a sentence ("confidence score: 0.9") is not the verdict.
+# A sign is not allowed: a negative score is no score.
+_SCORE = re.compile(r"^[ \t>*_#-]*(?:final[ \t]+)?score[ \t*_]{0,3}[:=][ \t*_]{0,3}" + _WHOLE
+                    + r"(?:[ \t]*/[ \t]*" + _WHOLE + r")?(?![ \t]*/)", re.IGNORECASE | re.MULTILINE)
 
 
 def check_rubric(template: str) -> str:
@@ -81,6 +85,11 @@ def check_rubric(template: str) -> str:
                          "{reference} and {answer}")
     if "answer" not in named:
         raise ValueError("the rubric must show the judge the {answer} it grades")
+    try:  # a format spec or conversion str.format refuses for text ({answer:d}) fails here, not at every call
+        template.format(**dict.fromkeys(RUBRIC_FIELDS, "text"))
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+        raise ValueError(f"the rubric cannot be filled with text ({type(exc).__name__}: {exc}); its placeholders "
+                         "take no format spec") from None
     return template
 
 
@@ -89,7 +98,8 @@ def judge_prompt(template: str, task: Task, answer: str) -> str:
 
 
 def parse_score(reply: str) -> Optional[float]:
-    """The score of the reply's last ``Score: S`` line (S in [0, 1], or a fraction a/b within it); None if none."""
+    """The score of the reply's last line that starts ``Score: S`` (S in [0, 1], or a fraction a/b within it);
+    None if none."""
     found = _SCORE.findall(reply)
     if not found:
         return None
