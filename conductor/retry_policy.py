@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import random
 import time
 from collections.abc import Mapping
@@ -36,20 +37,28 @@ class Failure:
     retry_after_s: Optional[float] = None
 
 
+def _seconds(value: str, scale: float, cap_s: float) -> Optional[float]:
+    """A header's number of seconds within [0, cap_s]; None for one that is no finite number ("nan")."""
+    seconds = float(value) / scale
+    return min(max(seconds, 0.0), cap_s) if math.isfinite(seconds) else None
+
+
 def retry_after_seconds(headers: Optional[Mapping[str, str]], cap_s: float) -> Optional[float]:
     if not headers:
         return None
     value = headers.get("retry-after-ms")
     if value is not None:
         try:
-            return min(max(float(value) / 1000.0, 0.0), cap_s)
+            seconds = _seconds(value, 1000.0, cap_s)
+            if seconds is not None:
+                return seconds
         except ValueError:
             pass
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
-        return min(max(float(value), 0.0), cap_s)
+        return _seconds(value, 1.0, cap_s)
     except ValueError:
         parsed = email.utils.parsedate_tz(value)
         if parsed is None:

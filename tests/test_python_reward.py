@@ -332,6 +332,15 @@ def test_a_reward_named_by_its_file_path_loads_from_the_working_directory(tmp_pa
                                ("my-task/scoring:score", "is not 'module:function'")]:
         with pytest.raises(python_reward.RewardImportError, match=re.escape(message)):
             python_reward.check_reference(reference)
+    # a module that looks itself up while it runs (a dataclass under postponed annotations) loads as imported
+    (folder / "graded.py").write_text("from __future__ import annotations\nfrom dataclasses import dataclass\n\n\n"
+                                      "@dataclass\nclass Grade:\n    value: float = 1.0\n\n\n"
+                                      "def score(task, response):\n    return Grade().value\n")
+    assert python_reward.resolve("my-task/graded.py:score")(task, "x") == 1.0
+    (folder / "broken.py").write_text("raise RuntimeError('half-way')\n")
+    for _ in range(2):  # a module that failed is not kept half-run: it fails again, the same way
+        with pytest.raises(python_reward.RewardImportError, match="half-way"):
+            python_reward.check_reference("my-task/broken.py:score")
 
 
 def test_a_reward_that_hangs_is_an_infra_error_after_its_timeout_and_holds_only_its_own_threads(tmp_path,

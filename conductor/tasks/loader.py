@@ -49,7 +49,10 @@ def _decoded_rows(path: str, data: bytes) -> list[Row]:
     if name.endswith(".csv"):
         return _csv_rows(path, text)
     if name.endswith(".json"):
-        loaded = json.loads(text)
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RowFormatError(f"{path}:{exc.lineno}: not a JSON document ({exc.msg})") from None
         return loaded if isinstance(loaded, list) else [loaded]
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):

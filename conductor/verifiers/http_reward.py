@@ -141,7 +141,7 @@ class RewardServerClient:
     def _post(self, items: Sequence[dict[str, Any]]) -> list[Outcome]:
         try:
             headers = self._headers()
-            body = json.dumps({"items": list(items)}, default=str).encode()
+            body = json.dumps({"items": [_finite(item) for item in items]}, default=str, allow_nan=False).encode()
         except (ValueError, TypeError) as exc:  # no key to send, or a meta value (or key) JSON cannot hold
             return [Outcome(None, str(exc), "unsent")] * len(items)
         failure = None
@@ -190,7 +190,7 @@ class RewardServerClient:
             return Failure("refused", False, f"HTTP {status} ({why}; not retried)", status), []
         try:
             scores = response.json().get("scores")
-        except (ValueError, AttributeError):  # not JSON, or JSON that is not an object
+        except (ValueError, AttributeError, RecursionError):  # not JSON, JSON that is not an object, or too deep
             return Failure("malformed_response", True, "the body is not a JSON object"), []
         if not isinstance(scores, list):
             return Failure("malformed_response", True, "the body has no 'scores' list"), []
@@ -199,17 +199,33 @@ class RewardServerClient:
         return None, scores
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity inside it (a meta field's) as null: JSON has neither, and a strict
+    server would refuse the whole batch over one item's."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(inner) for key, inner in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(inner) for inner in value]
+    return value
+
+
 def _outcome(value: Any) -> Outcome:
     if value is None:
         return Outcome(None, "could not judge (a null score)", "null")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return Outcome(None, f"gave {type(value).__name__} {str(value)[:40]!r}, not a number in [0, 1]",
                        "not_a_number")
-    if math.isnan(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float
+        return Outcome(None, f"gave {str(value)[:40]}..., outside [0, 1]", "out_of_range")
+    if math.isnan(number):
         return Outcome(None, "gave NaN", "nan")
-    if not 0.0 <= value <= 1.0:
-        return Outcome(None, f"gave {float(value):g}, outside [0, 1]", "out_of_range")
-    return Outcome(float(value))
+    if not 0.0 <= number <= 1.0:
+        return Outcome(None, f"gave {number:g}, outside [0, 1]", "out_of_range")
+    return Outcome(number)
 
 
 _clients: PerProcess[RewardServer, RewardServerClient] = PerProcess()

@@ -99,8 +99,12 @@ def _load_module(module_name: str) -> Any:
     if module is None:
         spec = importlib.util.spec_from_file_location(unique, path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[unique] = module  # after it ran: a module that failed is tried again, not half-used
+        sys.modules[unique] = module  # as import does: a module that looks itself up while it runs (a dataclass)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[unique]  # a module that failed is tried again, not half-used
+            raise
     return module
 
 
