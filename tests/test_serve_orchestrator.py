@@ -149,6 +149,53 @@ def test_a_cost_cap_refuses_before_spending_or_cuts_the_workflow():
     assert done.usage.cost_usd <= 0.0025
 
 
+class WorstCasePool(ScriptedPool):
+    """Bills every call at what the cap's bound allows (conductor/serving/cost_bounds.py): each message's text
+    at the bound's tokens, the reply at its whole max_tokens."""
+
+    def __init__(self, workers):
+        super().__init__({"strong": "ok 42", "mid": "ok 42", "cheap": "ok 42"})
+        self.workers = workers
+
+    async def chat(self, worker_id, messages, params=None, on_delta=None):
+        from conductor.pool import ChatResult
+        from conductor.serving.cost_bounds import price, text_tokens_bound
+
+        reply = await super().chat(worker_id, messages, params, on_delta)
+        prompt = sum(text_tokens_bound(message["content"]) for message in messages)
+        completion = (params or {}).get("max_tokens", self.workers[worker_id].sampling.max_tokens)
+        return ChatResult(reply.text, prompt, completion, price(self.workers[worker_id], prompt, completion))
+
+
+def test_a_recursive_round_s_bound_counts_the_previous_turn_s_subtask_too():
+    """A step with access "all" is sent the previous round's whole final turn: its subtask (which the Conductor
+    wrote, as long as it liked) as well as its answer. Bounded on the answer alone, a worst-case bill passed
+    the cap by the subtask's tokens."""
+    from conductor.serving.cost_bounds import workflow_bounds
+    from conductor.workflow import parse_workflow
+
+    long = "Work through the arithmetic carefully, step by step, " * 60
+    root = f'model_id = [2]\nsubtasks = ["{long}"]\naccess_list = [[]]'
+    redo = 'model_id = [2]\nsubtasks = ["Check the answer above."]\naccess_list = ["all"]'
+
+    def run(cap):
+        o = orchestrator(ScriptedConductor(root, redo), None)
+        o.executor.pool = WorstCasePool(o.workers)
+        return o, answer(o, "ultra", Controls(max_cost_usd=cap, trace=True))
+
+    o, uncapped = run(None)
+    root_cost = uncapped.trace["rounds"][0]["steps"][0]["cost_usd"]
+    roster = o.roster(o.model("ultra"), Controls())
+    check = parse_workflow(redo, num_workers=3, max_steps=5, recursive_round=True)
+    answer_only = sum(workflow_bounds(check, roster, QUESTION, previous_final=("", "ok 42")))
+    whole_turn = sum(workflow_bounds(check, roster, QUESTION, previous_final=(long, "ok 42")))
+    assert answer_only < uncapped.trace["rounds"][1]["steps"][0]["cost_usd"] <= whole_turn
+    cap = root_cost + answer_only + 1e-9  # room for the check as the answer alone bounds it, not as it is sent
+    _, capped = run(cap)
+    assert capped.usage.cost_usd <= cap
+    assert any("no step fits" in note for note in capped.trace["rounds"][1]["notes"])
+
+
 @pytest.mark.parametrize("text", [
     "求函数的导数并说明理由" * 20,
     "Найдитепроизводнуюфункции" * 20,

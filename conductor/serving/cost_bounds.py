@@ -8,7 +8,7 @@ called with, which the provider enforces), priced at the worker's rates:
     P_i     = ceil(ascii_i / 3) + bytes_i + 8 * messages_i + sum of M_j over the steps j it sees
 
 over the text step i is shown (the question, the subtasks it sees and, in a repair round, the previous final
-turn): ``ascii_i`` its ASCII characters, ``bytes_i`` the UTF-8 bytes of the rest. Three ASCII characters a
+turn: its subtask and its answer, two more messages): ``ascii_i`` its ASCII characters, ``bytes_i`` the UTF-8 bytes of the rest. Three ASCII characters a
 token over-counts English and code for every common tokenizer (about four is typical); other scripts take up
 to a token a byte (Chinese, Hindi: a byte-level tokenizer gives 2-4 tokens a character), and no byte-level or
 byte-fallback tokenizer makes more tokens than bytes. So the bound holds unless a provider counts more tokens
@@ -24,6 +24,7 @@ import math
 from typing import Optional
 
 from conductor.config import WorkerSpec
+from conductor.executor import Turn
 from conductor.roster import Roster
 from conductor.workflow import ALL, Workflow
 
@@ -51,27 +52,29 @@ def price(worker: WorkerSpec, prompt_tokens: int, completion_tokens: int) -> flo
 
 
 def workflow_bounds(workflow: Workflow, roster: Roster, question: str, *, answer_max_tokens: Optional[int] = None,
-                    previous_final: str = "") -> list[float]:
-    """The cost bound of each step, were the workflow to end at that step."""
+                    previous_final: Optional[Turn] = None) -> list[float]:
+    """The cost bound of each step, were the workflow to end at that step. ``previous_final``: the previous
+    round's final turn (its subtask and response), which a step with access "all" is sent as two messages."""
     workers = [roster.workers[step.worker] for step in workflow.steps]
     subtask_tokens = [text_tokens_bound(step.subtask) for step in workflow.steps]
     shared = text_tokens_bound(question)
-    previous = text_tokens_bound(previous_final)
+    previous = sum(map(text_tokens_bound, previous_final)) if previous_final else 0
     bounds = []
     for index, step in enumerate(workflow.steps):
         visible = step.visible_steps(index)
         final = index == len(workflow.steps) - 1
         text = shared + subtask_tokens[index] + sum(subtask_tokens[j] for j in visible)
-        if step.access == ALL:
-            text += previous
+        turns = len(visible)
+        if step.access == ALL and previous_final:
+            text, turns = text + previous, turns + 1
         seen = sum(step_max_tokens(workers[j], answer_max_tokens, False) for j in visible)
-        prompt = text + TOKENS_PER_MESSAGE_BOUND * (2 * len(visible) + 3) + seen
+        prompt = text + TOKENS_PER_MESSAGE_BOUND * (2 * turns + 3) + seen
         bounds.append(price(workers[index], prompt, step_max_tokens(workers[index], answer_max_tokens, final)))
     return bounds
 
 
 def cut_to_budget(workflow: Workflow, roster: Roster, question: str, budget: Optional[float], *,
-                  answer_max_tokens: Optional[int] = None, previous_final: str = "",
+                  answer_max_tokens: Optional[int] = None, previous_final: Optional[Turn] = None,
                   ) -> tuple[Workflow, float]:
     """The longest prefix whose bound fits ``budget`` (all of it when there is no budget) and that bound.
     An empty workflow means not even its first step fits."""

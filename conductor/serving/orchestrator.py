@@ -227,7 +227,7 @@ class _Run(RoundHooks):
         left = None if self.cap is None else self.cap - self.usage.cost_usd
         fitted, _ = cut_to_budget(workflow, self.roster, self.request.question, left,
                                   answer_max_tokens=self.request.answer_max_tokens,
-                                  previous_final=previous_final[1] if previous_final else "")
+                                  previous_final=previous_final)
         if not fitted.steps:
             trace.notes.append(f"no step fits what is left of the cost cap (${left:.6f})"
                                + (": the previous answer stands" if trace.round else ""))
