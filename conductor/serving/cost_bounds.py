@@ -8,13 +8,13 @@ called with, which the provider enforces), priced at the worker's rates:
     P_i     = ceil(ascii_i / 3) + bytes_i + 8 * messages_i + sum of M_j over the steps j it sees
 
 over the text step i is shown (the question, the subtasks it sees and, in a repair round, the previous final
-turn: its subtask and its answer, two more messages): ``ascii_i`` its ASCII characters, ``bytes_i`` the UTF-8 bytes of the rest. Three ASCII characters a
-token over-counts English and code for every common tokenizer (about four is typical); other scripts take up
-to a token a byte (Chinese, Hindi: a byte-level tokenizer gives 2-4 tokens a character), and no byte-level or
-byte-fallback tokenizer makes more tokens than bytes. So the bound holds unless a provider counts more tokens
-than that. A workflow is cut to its
-longest prefix whose bounds fit the budget (access lists only name earlier steps, so a prefix is a valid
-workflow; its last step answers).
+turn: its subtask and its answer, two more messages): ``ascii_i`` its ASCII characters, ``bytes_i`` the UTF-8
+bytes of the rest. Three ASCII characters a token over-counts English and code for every common tokenizer
+(about four is typical); other scripts take up to a token a byte (Chinese, Hindi: a byte-level tokenizer gives
+2-4 tokens a character), and no byte-level or byte-fallback tokenizer makes more tokens than bytes. So the
+bound holds unless a provider counts more tokens than that. A workflow is cut to its longest prefix whose
+bounds fit the budget (access lists only name earlier steps, so a prefix is a valid workflow; its last step
+answers).
 """
 
 from __future__ import annotations
