@@ -23,6 +23,7 @@ from conductor.tasks import load_tasks
 from conductor.trace import RoundTrace, StepTrace
 from conductor.verifiers import http_reward, registry
 from conductor.verifiers.verify import verify
+from tests.support.reply_server import Raw, ReplyServer
 from tests.support.reward_server import BATCH_FAULTS, CORRECT, WRONG, FaultyRewardServer, true_score
 
 ITEMS = 400
@@ -237,52 +238,23 @@ def test_a_preset_format_is_scored_by_a_reward_server_with_its_own_prompt(tmp_pa
         tasks_of(tmp_path, {**preset, "reward_server": {"url": server.url}})
 
 
-class ScriptedReplies:
-    """A loopback HTTP server that answers each POST with the next (status, headers, raw body) of its script,
-    for replies a well-behaved reward server would not send: a Retry-After of nan, a score too large for a
-    float, a body nested too deep to parse. Keeps each request body."""
-
-    def __init__(self, script):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.script, self.bodies = list(script), []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                outer.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
-                status, headers, body = outer.script.pop(0)
-                self.send_response(status)
-                for name, value in {**headers, "Content-Length": str(len(body))}.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.http.server_port}/score"
-
-    def close(self):
-        self.http.shutdown()
-
-
 def test_replies_no_server_should_send_are_unscored_items_not_a_crash_and_meta_is_sent_as_strict_json():
+    """A Retry-After of nan, a score too large for a float, a body nested too deep to parse: what the
+    loopback server sends, in order, to the client's posts (tests/support/reply_server.py)."""
     nested = b'{"scores": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    server = ScriptedReplies([
-        (503, {"Retry-After": "nan"}, b""),                          # retried after the backoff, not sleep(nan)
-        (200, {"Content-Type": "application/json"}, b'{"scores": [1' + b"0" * 400 + b', 0.5]}'),
-        (200, {"Content-Type": "application/json"}, nested),          # not parsed: retried
-        (200, {"Content-Type": "application/json"}, b'{"scores": [1.0]}')])
+    script = [(503, Raw(b"", (("Retry-After", "nan"),))),            # retried after the backoff, not sleep(nan)
+              (200, Raw(b'{"scores": [1' + b"0" * 400 + b', 0.5]}')),
+              (200, Raw(nested)),                                     # not parsed: retried
+              (200, Raw(b'{"scores": [1.0]}'))]
+    server = ReplyServer(lambda body: script.pop(0))
     try:
         client = http_reward.RewardServerClient(http_reward.RewardServer(
-            url=server.url, retries=1, backoff_base_s=0.01, backoff_max_s=0.02, batch_size=2, batch_wait_s=5))
+            url=server.base_url + "/score", retries=1, backoff_base_s=0.01, backoff_max_s=0.02, batch_size=2,
+            batch_wait_s=5))
         items = [{"id": "a", "meta": {"m": float("inf"), "rows": [float("nan"), 1.5]}}, {"id": "b", "meta": {}}]
         outcomes = client._post(items)
         assert outcomes[0].score is None and outcomes[0].kind == "out_of_range" and outcomes[1].score == 0.5
-        sent = [json.loads(body) for body in server.bodies]  # strict JSON: no bare Infinity or NaN went out
+        sent = server.bodies  # meta's infinity and NaN went out as null, not as a bare Infinity or NaN
         assert sent[0] == sent[1] and sent[0]["items"][0]["meta"] == {"m": None, "rows": [None, 1.5]}
         [scored] = client._post([{"id": "c"}])  # the nested body, then a good one
         assert scored.score == 1.0 and len(server.bodies) == 4

@@ -1,6 +1,6 @@
 """A small OpenAI-compatible chat server on 127.0.0.1 whose answer to each request the test decides, for
 provider behaviours the simulator does not have (refusals, a reasoning model's parameter rules, a server that
-gives up mid-reply, a stream cut short). It keeps every request body."""
+gives up mid-reply, a stream cut short, a body or header sent raw). It keeps every request body."""
 
 from __future__ import annotations
 
@@ -20,7 +20,15 @@ class Streamed:
     done: bool = True
 
 
-Reply = Callable[[dict], tuple[int, Union[dict, Streamed]]]  # request body -> (HTTP status, JSON body or stream)
+@dataclass(frozen=True)
+class Raw:
+    """An answer sent as it is, with headers of its own: what no well-behaved server would send."""
+
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", "application/json"),)
+
+
+Reply = Callable[[dict], tuple[int, Union[dict, Streamed, Raw]]]  # request body -> (HTTP status, what it answers)
 
 
 def completion(model: str, content: Optional[str], finish: str = "stop", refusal: Optional[str] = None,
@@ -55,11 +63,14 @@ class ReplyServer:
                 if isinstance(answer, Streamed):
                     events = [f"data: {json.dumps(chunk)}\n\n" for chunk in answer.chunks]
                     data = "".join(events + (["data: [DONE]\n\n"] if answer.done else [])).encode()
-                    kind = "text/event-stream"
+                    headers: tuple[tuple[str, str], ...] = (("Content-Type", "text/event-stream"),)
+                elif isinstance(answer, Raw):
+                    data, headers = answer.body, answer.headers
                 else:
-                    data, kind = json.dumps(answer).encode(), "application/json"
+                    data, headers = json.dumps(answer).encode(), (("Content-Type", "application/json"),)
                 self.send_response(status)
-                self.send_header("Content-Type", kind)
+                for name, value in headers:
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
