@@ -147,6 +147,9 @@ def test_files_as_users_save_them_read_right_or_fail_naming_the_file(tmp_path):
     (tmp_path / "fake.parquet").write_text("q,a\n")
     with pytest.raises(RowFormatError, match=r"fake\.parquet: cannot be read as its name says"):
         load_tasks(DatasetSpec(path=str(tmp_path / "fake.parquet"), **entry))
+    (tmp_path / "twice.csv").write_text("q,a,a\nhow many?,3,4\n")
+    with pytest.raises(RowFormatError, match=r"twice\.csv: line 1: the header repeats the column\(s\) \['a'\]"):
+        load_tasks(DatasetSpec(path=str(tmp_path / "twice.csv"), **entry))
     (tmp_path / "broken.json").write_text('[{"q": "how many?", "a": 3},\n]\n')
     with pytest.raises(RowFormatError, match=r"broken\.json:2: not a JSON document"):
         load_tasks(DatasetSpec(path=str(tmp_path / "broken.json"), **entry))

@@ -76,8 +76,12 @@ def _with_float32_as_written(table: pa.Table) -> pa.Table:
 
 def _csv_rows(path: str, text: str) -> list[Row]:
     """The CSV's rows, each with exactly the header's columns: an unquoted comma would shift every later value
-    into the wrong column, so a row of another length fails, naming its line."""
+    into the wrong column, so a row of another length fails, naming its line; a column name the header repeats
+    fails too (each row would keep its last such value, silently)."""
     reader = csv.DictReader(io.StringIO(text))
+    repeated = sorted({name for name in reader.fieldnames or () if (reader.fieldnames or []).count(name) > 1})
+    if repeated:
+        raise RowFormatError(f"{path}: line 1: the header repeats the column(s) {repeated}")
     rows = []
     for row in reader:
         if None in row or None in row.values():
