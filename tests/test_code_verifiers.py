@@ -173,3 +173,10 @@ def test_output_comparison_is_line_and_number_tolerant():
     assert outputs_match("1 2\n3\n", "1 2  \n3")
     assert outputs_match("0.3333333", "0.33333334")
     assert not outputs_match("1 2", "1 3") and not outputs_match("1\n2", "1")
+    assert outputs_match("3", "3.0") and outputs_match("1000000000000000000", "1e18")
+    assert not outputs_match("1000000000000000001", "1e18")  # an integer is compared exactly, not as a float
+    # NaN compares false with everything: a tolerance test alone let print("nan") pass any numeric answer
+    for token in ("nan", "NaN", "-nan", "inf", "sNaN"):
+        assert not outputs_match("6", token) and not outputs_match("0.5", token)
+        assert not outputs_match("3\n1 5 9", f"{token}\n{token} {token} {token}")
+    assert not outputs_match("x", "y") and outputs_match("Yes", "Yes")

@@ -12,6 +12,7 @@ line by line.
 
 from __future__ import annotations
 
+import decimal
 import json
 import re
 from collections.abc import Sequence
@@ -57,8 +58,28 @@ def verify_assert_tests(response: str, tests: Sequence[str], imports: Sequence[s
     return check(setup, names, test_lines, candidate, limits, f"{len(tests)} tests passed")
 
 
+_INTEGER = re.compile(r"[-+]?\d+")
+
+
+def tokens_match(expected: str, actual: str) -> bool:
+    """One output token against the expected one: an integer exactly (as LiveCodeBench's decimal comparison:
+    "3.0" is 3, "1e18" is not 10**18 + 1), other numbers to 1e-6; "nan" and "inf" match nothing (every
+    comparison with NaN is false, so a tolerance test alone let ``print("nan")`` pass any numeric answer)."""
+    if expected == actual:
+        return True
+    try:
+        wanted, got = decimal.Decimal(expected), decimal.Decimal(actual)
+    except decimal.InvalidOperation:
+        return False
+    if not (wanted.is_finite() and got.is_finite()):
+        return False
+    if _INTEGER.fullmatch(expected):
+        return got == wanted
+    return abs(float(wanted) - float(got)) <= 1e-6
+
+
 def outputs_match(expected: str, actual: str) -> bool:
-    """LiveCodeBench-style comparison: line by line after stripping; numbers compared to 1e-6."""
+    """LiveCodeBench-style comparison: line by line after stripping; tokens by ``tokens_match``."""
     exp_lines = [line.strip() for line in expected.strip().splitlines()]
     act_lines = [line.strip() for line in actual.strip().splitlines()]
     if exp_lines == act_lines:
@@ -69,14 +90,8 @@ def outputs_match(expected: str, actual: str) -> bool:
         exp_tokens, act_tokens = exp.split(), act.split()
         if len(exp_tokens) != len(act_tokens):
             return False
-        for e, a in zip(exp_tokens, act_tokens):
-            if e == a:
-                continue
-            try:
-                if abs(float(e) - float(a)) > 1e-6:
-                    return False
-            except ValueError:
-                return False
+        if not all(map(tokens_match, exp_tokens, act_tokens)):
+            return False
     return True
 
 
