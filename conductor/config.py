@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from conductor.budget_config import BudgetConfig, check_budget
 from conductor.calibrate_config import CalibrateConfig
@@ -175,6 +175,18 @@ class EngineConfig(Section):
     enforce_eager: bool = True
 
 
+def no_glob_characters(path: str) -> str:
+    """The replay store finds its files by a glob under its root, so a root holding a glob character would
+    match none of them (or another run's): refused at load."""
+    if any(char in path for char in "*?[]"):
+        raise ValueError(f"{path!r} holds a glob character (* ? [ ]): the replay store under it could not "
+                         "find its own files")
+    return path
+
+
+StorePath = Annotated[str, AfterValidator(no_glob_characters)]
+
+
 class RolloutConfig(Section):
     group_size: int = Field(default=4, ge=1, description="G samples per question (GRPO group)")
     temperature: float = Field(default=1.0, ge=0)
@@ -188,7 +200,8 @@ class RolloutConfig(Section):
     actors: int = Field(default=1, ge=1, description="RolloutActor actors (each runs many episodes at once)")
     limit: Optional[int] = Field(default=None, ge=1, description="questions to roll out: the rollouts command "
                                  "only (training always uses the whole dataset)")
-    store_path: str = Field(default="{output_dir}/{run_name}/rollouts", description="local dir or s3://bucket/prefix")
+    store_path: StorePath = Field(default="{output_dir}/{run_name}/rollouts",
+                                  description="local dir or s3://bucket/prefix")
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env); "
                                             "empty = output.storage_options")
 
@@ -338,7 +351,7 @@ class OutputConfig(Section):
     """Where a run writes (conductor/run_output.py): summary, checkpoints, exported policy, curve, audit
     log and, by default, the replay store, all under ``{dir}/{run_name}/``."""
 
-    dir: str = Field(default="runs", description="local dir or s3://bucket/prefix; under `ray job submit` use "
+    dir: StorePath = Field(default="runs", description="local dir or s3://bucket/prefix; under `ray job submit` use "
                      "s3:// or shared storage: a job's working directory is a temporary copy on the head node")
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no keys: use env)")
 

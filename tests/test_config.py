@@ -32,6 +32,14 @@ def test_out_of_range_names_its_path(tmp_path):
     assert "reward.cost_penalty_per_usd" in str(info.value) and "greater than or equal to 0" in str(info.value)
 
 
+@pytest.mark.parametrize("override", ["output.dir=runs/out[1]", "rollout.store_path=s3://bucket/x*/rollouts"])
+def test_a_store_root_with_a_glob_character_is_refused_naming_its_setting(override):
+    """The replay store finds its files by a glob under its root: under out[1] it found none of its own, so a
+    retried write was stored twice and training waited out its stall timeout for groups it had."""
+    with pytest.raises(ConfigError, match=rf"{override.split('=')[0]}: .*holds a glob character"):
+        load_config(None, [override])
+
+
 def test_nested_list_error_path(tmp_path):
     text = "pool:\n  workers:\n    - {id: a, description: x}\n    - {id: b, description: x, price_in_per_m: -3}\n"
     with pytest.raises(ConfigError) as info:
