@@ -151,7 +151,8 @@ def heldout_summary(heldout: Any, tasks: Sequence[Any]) -> dict[str, Any]:
     where a graded reward scored it."""
     figures = {"heldout_accuracy": heldout.accuracy, "heldout_format_rate": heldout.format_rate,
                "heldout_questions": len(tasks), "heldout_infra_errors": heldout.infra_errors,
-               "heldout_scored": len(tasks) - heldout.infra_errors, "heldout_question_ids": [t.id for t in tasks],
+               "heldout_scored": heldout.rollouts - heldout.infra_errors,  # a dial run scores each at 3 settings
+               "heldout_question_ids": [t.id for t in tasks],
                **{f"heldout_judge_{figure}": getattr(heldout, f"judge_{figure}_per_rollout") * heldout.rollouts
                   for figure in ("calls", "tokens", "cost_usd")}}
     if heldout.mean_score is not None:
@@ -224,11 +225,13 @@ def warn_infra_errors(console: Console, what: str, count: int) -> None:
                       "a sandbox that refused to run or a reward that could not judge); accuracy is over the rest[/]")
 
 
-def best_validation(state: Any) -> dict[str, Any]:
-    """The validation figures of the checkpoint that was kept (none when no validation ran)."""
+def best_validation(state: Any, train: Any) -> dict[str, Any]:
+    """The validation figures of the checkpoint that was kept, on the basis it was chosen and budget-checked
+    on (``train.val_average``: each domain's mean, averaged, or the questions pooled); none when no
+    validation ran."""
     row = next((e for e in state.evals if e["step"] == state.best_step), {})
-    return {"best_val_accuracy": row.get("val_accuracy", state.best_val), "best_val_reward": row.get("val_reward"),
-            "best_val_worker_tokens": row.get("val_worker_tokens")}
+    prefix = "val_domain_" if train.val_average == "domains" and "val_domain_accuracy" in row else "val_"
+    return {f"best_val_{figure}": row.get(prefix + figure) for figure in ("accuracy", "reward", "worker_tokens")}
 
 
 def phases_line(name: str, phases: dict[str, float]) -> str:
@@ -249,7 +252,7 @@ def run_summary(config: Any, state: Any, heldout: Any, heldout_tasks: Sequence[A
         "margin_over_best_single": heldout.accuracy - figures["best_single_accuracy"],
         "sandbox_isolation": host_isolation(), "code_isolation_required": config.verifier.require_code_isolation,
         "steps": state.step, "best_step": state.best_step, "best_by": config.train.best_by,
-        **best_validation(state),
+        **best_validation(state, config.train),
         **unscored_summary(state), "rollbacks": state.rollbacks, "policy_version": state.version,
         "max_staleness": config.train.max_staleness, "replayable": config.train.replayable,
         "faults": dict(sorted(state.faults.items())),

@@ -337,6 +337,17 @@ def test_validation_can_score_the_mean_over_domains_as_the_report_does():
     assert selection_basis(pooled) != selection_basis(by_domain)  # a resumed run re-picks its best
     assert summarise([rec(0, "math500", True)]).domain_accuracy == 1.0
 
+    # summary.json's best_val_* are the kept checkpoint's figures on the basis it was chosen on
+    from cluster.best_checkpoint import validation_row
+    from cluster.train_report import best_validation
+
+    state = TrainState()
+    state.evals, state.best_step, state.best_val = [validation_row(20, stats)], 20, 0.5
+    assert best_validation(state, by_domain.train)["best_val_accuracy"] == pytest.approx(0.5)
+    assert best_validation(state, pooled.train)["best_val_accuracy"] == pytest.approx(0.9)
+    state.best_step = -1  # nothing kept: no figure, not the score the loop started from
+    assert set(best_validation(state, by_domain.train).values()) == {None}
+
 
 def test_a_token_budget_constrains_the_choice_measured_as_the_report_does():
     from cluster.best_checkpoint import selection_basis, validation_sampling, validation_score, within_budget
