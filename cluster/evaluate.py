@@ -41,7 +41,7 @@ from conductor.evaluation import domain_table
 from conductor.evaluation import outcome_provenance as provenance
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
 from conductor.evaluation.cost_estimate import estimate
-from conductor.evaluation.earlier_outcomes import earlier_outcomes
+from conductor.evaluation.earlier_outcomes import derived_methods, earlier_outcomes
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Outcome
@@ -271,7 +271,8 @@ def run(config: Config, console: Console, command: str = "") -> dict:
         provenance.check_reused(config, sorted(skip), stored)  # the pool is known only now
         sampler = conductor_sampler(config, console, skip)
         outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
-    if "oracle" in config.evaluate.methods:
+    if "oracle" in config.evaluate.methods or "oracle" in derived_methods(config.evaluate.reuse,
+                                                                             config.output.storage_options):
         outcomes = with_oracle(outcomes)
     extra: dict[str, Any] = {}
     if menu is not None:

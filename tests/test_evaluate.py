@@ -116,6 +116,13 @@ def test_earlier_outcomes_are_reused_not_run_again(evaluated, tmp_path, capsys):
     key = lambda r: (r["method"], r["task_id"], r["repeat"])  # noqa: E731
     assert {key(r): r["correct"] for r in reused} == {key(r): r["correct"] for r in rows}
     assert "reused from earlier evaluations" in capsys.readouterr().out
+    # a later report that reuses it and names only another method keeps the oracle row it held
+    again = [*base[:-1], f"evaluate.reuse=[{tmp_path / 'r' / 'outcomes.parquet'}]", "--set", "run_name=r2"]
+    assert evaluate_main(again + ["--set", f"evaluate.questions_per_domain={PER_DOMAIN}", "--set",
+                                  "simulator.faults.server_error=1.0", "--set", "evaluate.methods=[moa]"]) == 0
+    kept = pq.read_table(tmp_path / "r2" / "outcomes.parquet").to_pylist()
+    assert {key(r): r["correct"] for r in kept if r["method"] == "oracle"} == {
+        key(r): r["correct"] for r in rows if r["method"] == "oracle"} != {}
     assert evaluate_main(base + ["--set", f"evaluate.questions_per_domain={PER_DOMAIN + 1}"]) == 2
     assert "evaluate it on the same questions" in capsys.readouterr().err
     # outcomes made under another pool are refused, not reported beside these as if comparable

@@ -4,7 +4,7 @@ The baselines on `paper-7` take ~110k worker calls; a new Conductor checkpoint s
 ``evaluate.reuse`` names earlier ``outcomes.parquet`` files (local or URL); each method in them must cover
 every (question, repeat) of this evaluation, or the report would compare methods on different questions.
 Rows for other questions or repeats are dropped; the derived rows (``oracle``, ``domain_table``) are recomputed,
-not read.
+not read: the oracle whenever a reused file held it, so a chain of evaluations keeps it to the last report.
 """
 
 from __future__ import annotations
@@ -19,6 +19,17 @@ import pyarrow.parquet as pq
 from conductor.evaluation.outcome import Outcome
 from conductor.evaluation.outcome_provenance import Keys, keys_in
 from conductor.evaluation.registry import is_derived
+
+
+def derived_methods(paths: Sequence[str], storage_options: dict[str, Any] | None = None) -> set[str]:
+    """The derived methods (``oracle``, ``domain_table``) whose rows the files hold: a report that reuses them
+    recomputes them, so that it keeps every row the evaluations before it had asked for."""
+    found: set[str] = set()
+    for path in paths:
+        with fsspec.open(path, "rb", **(storage_options or {})) as handle:
+            methods = pq.read_table(handle, columns=["method"]).column("method").unique().to_pylist()
+        found |= {method for method in methods if is_derived(method)}
+    return found
 
 
 def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int,
