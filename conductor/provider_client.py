@@ -78,10 +78,10 @@ def finish_reason(reported: Optional[str]) -> Optional[str]:
     Mistral's "error"): the attempt fails and is retried. Any other reason, a token limit's (some servers say
     "max_tokens") or vLLM's repetition detector's or one not known here, is "length": a cut answer, used as
     it is and never cached."""
-    if reported is None:
-        return None
-    if reported in ENDED or reported == "content_filter":
-        return reported if reported == "content_filter" else "stop"
+    if reported is None or reported == "content_filter":
+        return reported
+    if reported in ENDED:
+        return "stop"
     return GAVE_UP_REASON if reported in GAVE_UP else "length"
 
 
@@ -217,12 +217,11 @@ class ProviderClient:
                 raise ValueError("response has no usage")
             if text is None or finish == GAVE_UP_REASON:  # billed all the same: counted before it fails
                 self._charge(worker, usage.prompt_tokens, usage.completion_tokens)
-            if text is None:
+                if finish == GAVE_UP_REASON:
+                    return None, gave_up(reported)
                 raise ValueError("response has no message content")
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
             return None, self._failure(worker, exc)
-        if finish == GAVE_UP_REASON:
-            return None, gave_up(reported)
         return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
                             hidden_tokens(usage)), None
 
@@ -260,15 +259,14 @@ class ProviderClient:
             return None, failure
         text = "".join(pieces)
         finish = "content_filter" if refused else finish_reason(reported)
-        if usage is None:
-            settled = self._settle(worker, text, estimate_prompt_tokens(messages),
-                                   max(1, len(text) // CHARS_PER_TOKEN), finish)
+        if usage is None:  # estimated from the text where a server sends none
+            prompt, completion, hidden = estimate_prompt_tokens(messages), max(1, len(text) // CHARS_PER_TOKEN), 0
         else:
-            settled = self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
-                                   hidden_tokens(usage))
-        if finish in (None, GAVE_UP_REASON):  # billed (settled above), but no whole answer: a stream cut short
+            prompt, completion, hidden = usage.prompt_tokens, usage.completion_tokens, hidden_tokens(usage)
+        if finish in (None, GAVE_UP_REASON):  # billed, but no whole answer: a stream cut short
+            self._charge(worker, prompt, completion)
             return None, gave_up(reported, len(pieces))
-        return settled, None
+        return self._settle(worker, text, prompt, completion, finish, hidden), None
 
     def _failure(self, worker: WorkerSpec, exc: Exception) -> Failure:
         if isinstance(exc, openai.APIStatusError):
