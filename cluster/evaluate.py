@@ -41,7 +41,7 @@ from conductor.evaluation import domain_table
 from conductor.evaluation import outcome_provenance as provenance
 from conductor.evaluation.conductor_method import CONDUCTOR_METHODS, ConductorPolicy, conductor_label
 from conductor.evaluation.cost_estimate import estimate
-from conductor.evaluation.earlier_outcomes import derived_methods, earlier_outcomes
+from conductor.evaluation.earlier_outcomes import earlier_outcomes
 from conductor.evaluation.harness import Harness
 from conductor.evaluation.method import MethodContext
 from conductor.evaluation.outcome import Outcome
@@ -260,8 +260,8 @@ def run(config: Config, console: Console, command: str = "") -> dict:
     check_held_out_from_policy(config, tasks)
     config, menu = with_table_rows(config)
     out = RunOutput(config.output.dir, config.run_name, config.output.storage_options)
-    earlier, stored = earlier_outcomes(config.evaluate.reuse, [t.id for t in tasks], config.evaluate.repeats,
-                               config.output.storage_options)
+    earlier, stored, reused_derived = earlier_outcomes(config.evaluate.reuse, [t.id for t in tasks],
+                                                       config.evaluate.repeats, config.output.storage_options)
     skip = frozenset(o.method for o in earlier)
     if skip:
         console.print(f"reused from earlier evaluations: {', '.join(sorted(skip))}")
@@ -271,8 +271,7 @@ def run(config: Config, console: Console, command: str = "") -> dict:
         provenance.check_reused(config, sorted(skip), stored)  # the pool is known only now
         sampler = conductor_sampler(config, console, skip)
         outcomes = earlier + asyncio.run(run_methods(config, tasks, console, sampler, skip, train))
-    if "oracle" in config.evaluate.methods or "oracle" in derived_methods(config.evaluate.reuse,
-                                                                             config.output.storage_options):
+    if "oracle" in config.evaluate.methods or "oracle" in reused_derived:
         outcomes = with_oracle(outcomes)
     extra: dict[str, Any] = {}
     if menu is not None:

@@ -43,5 +43,5 @@ def test_outcome_files_written_before_the_accept_flag_still_read(tmp_path):
     rows = [outcome("conductor", "q0", "math", True).row()]
     del rows[0]["accepted"]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "old.parquet")
-    [read], _ = earlier_outcomes([str(tmp_path / "old.parquet")], ["q0"], 1)
+    [read] = earlier_outcomes([str(tmp_path / "old.parquet")], ["q0"], 1).outcomes
     assert read.accepted is False and read.correct is True

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import fsspec
 import pyarrow.parquet as pq
@@ -21,30 +21,28 @@ from conductor.evaluation.outcome_provenance import Keys, keys_in
 from conductor.evaluation.registry import is_derived
 
 
-def derived_methods(paths: Sequence[str], storage_options: dict[str, Any] | None = None) -> set[str]:
-    """The derived methods (``oracle``, ``domain_table``) whose rows the files hold: a report that reuses them
-    recomputes them, so that it keeps every row the evaluations before it had asked for."""
-    found: set[str] = set()
-    for path in paths:
-        with fsspec.open(path, "rb", **(storage_options or {})) as handle:
-            methods = pq.read_table(handle, columns=["method"]).column("method").unique().to_pylist()
-        found |= {method for method in methods if is_derived(method)}
-    return found
+class Reused(NamedTuple):
+    outcomes: list[Outcome]
+    keys: dict[str, Keys]  # each reused method's keys where its file kept them (outcome_provenance.py)
+    derived: set[str]      # the derived methods the files held: recomputed, so a chain of reports keeps them
 
 
 def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int,
-                     storage_options: dict[str, Any] | None = None) -> tuple[list[Outcome], dict[str, Keys]]:
-    """The reused rows, and each reused method's keys where its file kept them (outcome_provenance.py)."""
+                     storage_options: dict[str, Any] | None = None) -> Reused:
+    """The reused rows, their methods' keys and the derived methods the files held."""
     wanted = {(task_id, repeat) for task_id in task_ids for repeat in range(repeats)}
     found: dict[str, list[Outcome]] = {}
     keys: dict[str, Keys] = {}
+    derived: set[str] = set()
     for path in paths:
         with fsspec.open(path, "rb", **(storage_options or {})) as handle:
             table = pq.read_table(handle)
         rows, file_keys = table.to_pylist(), keys_in(table.schema.metadata)
         by_method: dict[str, list[Outcome]] = defaultdict(list)
         for row in rows:
-            if not is_derived(row["method"]) and (row["task_id"], row["repeat"]) in wanted:
+            if is_derived(row["method"]):
+                derived.add(row["method"])
+            elif (row["task_id"], row["repeat"]) in wanted:
                 by_method[row["method"]].append(Outcome.from_row(row))
         for method, outcomes in by_method.items():
             if len(outcomes) != len({(o.task_id, o.repeat) for o in outcomes}):
@@ -59,4 +57,4 @@ def earlier_outcomes(paths: Sequence[str], task_ids: Sequence[str], repeats: int
             keys.pop(method, None)
             if method in file_keys:
                 keys[method] = file_keys[method]
-    return [o for outcomes in found.values() for o in outcomes], keys
+    return Reused([o for outcomes in found.values() for o in outcomes], keys, derived)
