@@ -32,7 +32,7 @@ def load(out: RunOutput) -> dict[str, dict[str, int]]:
 
 def save(out: RunOutput, pool: Any) -> None:
     """``pool``'s counts (a RayPool's ``occurrences()``) merged with those kept before, each digest's the larger:
-    a pool actor restarted since counts from the run's start again, and its lower counts must not replace
+    a pool actor restarted since counts from the segment's start again, and its lower counts must not replace
     what the run had already called; nothing with the cache off."""
     if not pool.caching:
         return

@@ -7,6 +7,7 @@ up to what the pool spent."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 from conductor.config import Config
@@ -103,10 +104,10 @@ class RunSpend:
         stopped by its cap reserved it, but a resumed segment whose cap is still spent would pay for it again."""
         self.read(snapshot)
         estimate = heldout_estimate(CostHistory.of(state.history, state.evals), self.shape)
-        stop = setup_stop(self.config.budget.caps(), self.meter.spent(), estimate, "the held-out evaluation",
-                          basis="from the measured steps and validations", smaller="train.heldout_questions")
+        stop = setup_stop(self.config.budget.caps(), self.meter.spent(), estimate, "the held-out evaluation")
         if stop is not None:
-            raise SetupStopped(stop)
+            raise SetupStopped(dataclasses.replace(stop, basis="from the measured steps and validations",
+                                                   smaller="train.heldout_questions"))
 
     def summary(self, state: Any, stop: Optional[BudgetStop], snapshot: Snapshot) -> dict[str, Any]:
         """summary.json's spend figures: all segments', the caps, why it stopped, the forecast per step, and

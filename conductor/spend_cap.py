@@ -151,12 +151,11 @@ class SetupStopped(RuntimeError):
 
 
 def setup_stop(caps: Mapping[Optional[str], float], spent: Mapping[str, float], estimate: Mapping[str, float],
-               what: str, **told: str) -> Optional[SetupStop]:
-    """The setup rule in the module docstring over every cap in ``caps``; None: go on. ``told``: the stop's
-    ``basis`` and ``smaller`` where they are not the setup estimates'."""
+               what: str) -> Optional[SetupStop]:
+    """The setup rule in the module docstring over every cap in ``caps``; None: go on."""
     spent_by, estimated = with_total(add(spent)), with_total(add(estimate))
     for key in sorted(caps, key=lambda k: (k is not None, k or "")):
         have, upcoming = spent_by.get(key, 0.0), estimated.get(key, 0.0)
         if have >= caps[key] or have + HEADROOM * upcoming > caps[key]:
-            return SetupStop(key, what, have, upcoming, caps[key], **told)
+            return SetupStop(key, what, have, upcoming, caps[key])
     return None

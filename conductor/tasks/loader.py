@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -79,7 +80,7 @@ def _csv_rows(path: str, text: str) -> list[Row]:
     into the wrong column, so a row of another length fails, naming its line; a column name the header repeats
     fails too (each row would keep its last such value, silently)."""
     reader = csv.DictReader(io.StringIO(text))
-    repeated = sorted({name for name in reader.fieldnames or () if (reader.fieldnames or []).count(name) > 1})
+    repeated = sorted(name for name, count in Counter(reader.fieldnames or ()).items() if count > 1)
     if repeated:
         raise RowFormatError(f"{path}: line 1: the header repeats the column(s) {repeated}")
     rows = []
