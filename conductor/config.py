@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import Field, model_validator
 
 from conductor.budget_config import BudgetConfig, check_budget
 from conductor.calibrate_config import CalibrateConfig
@@ -22,6 +22,7 @@ from conductor.serve_config import ServeConfig
 from conductor.sft_config import SftConfig as SftConfig
 from conductor.simulator_config import FaultRates as FaultRates
 from conductor.simulator_config import SimulatorConfig
+from conductor.store_root import StorePath
 
 
 class SamplingParams(Section):
@@ -173,18 +174,6 @@ class EngineConfig(Section):
     kv_cache_gb: int = Field(default=1, ge=1, description="CPU KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)")
     gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1)
     enforce_eager: bool = True
-
-
-def no_glob_characters(path: str) -> str:
-    """The replay store finds its files by a glob under its root, so a root holding a glob character would
-    match none of them (or another run's): refused at load."""
-    if any(char in path for char in "*?[]"):
-        raise ValueError(f"{path!r} holds a glob character (* ? [ ]): the replay store under it could not "
-                         "find its own files")
-    return path
-
-
-StorePath = Annotated[str, AfterValidator(no_glob_characters)]
 
 
 class RolloutConfig(Section):
