@@ -6,7 +6,8 @@ plain data and are raised again here as ``WorkerCallError``. A pool actor that d
 (``max_restarts``) and the calls it held are issued again once it answers, within the provider's
 ``deadline_s``; the restarted actor first waits out one rate window, since it cannot see what its
 predecessor sent. Past the deadline (or past its restarts) a call becomes
-``WorkerCallError(kind="actor_unavailable")``: an infrastructure error, never a wrong answer.
+``WorkerCallError(kind="actor_unavailable")``: an infrastructure error, never a wrong answer. A call under
+a cost cap (``max_billable_attempts``) is not issued again: the actor may have sent it.
 
 With ``pool.cache`` on, the actor's calls go through the response cache (conductor/response_cache.py): as
 the one actor of its provider it counts the run's identical requests, and it writes its new answers as
@@ -58,14 +59,17 @@ class WorkerPoolActor:
         self.metrics = Families("conductor_pool", run=run_name, provider=provider.id)
         self.rate_limited = 0
 
-    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-        return await self._call(worker_id, messages, params)
+    async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                   max_billable_attempts: Optional[int] = None) -> dict[str, Any]:
+        return await self._call(worker_id, messages, params, max_billable_attempts=max_billable_attempts)
 
-    async def chat_stream(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None):
+    async def chat_stream(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
+                          max_billable_attempts: Optional[int] = None):
         """A streamed call as a Ray streaming generator: ``{"delta": text}`` items as the reply arrives, then
         the same final item ``chat`` returns."""
         pieces: asyncio.Queue = asyncio.Queue()
-        call = asyncio.ensure_future(self._call(worker_id, messages, params, pieces.put_nowait))
+        call = asyncio.ensure_future(self._call(worker_id, messages, params, pieces.put_nowait,
+                                                max_billable_attempts=max_billable_attempts))
         while not (call.done() and pieces.empty()):
             getter = asyncio.ensure_future(pieces.get())
             await asyncio.wait({getter, call}, return_when=asyncio.FIRST_COMPLETED)
@@ -76,18 +80,20 @@ class WorkerPoolActor:
         yield call.result()
 
     async def _call(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
-                    on_delta: Optional[DeltaSink] = None) -> dict[str, Any]:
+                    on_delta: Optional[DeltaSink] = None, *,
+                    max_billable_attempts: Optional[int] = None) -> dict[str, Any]:
         try:
-            result = await self.calls.chat(worker_id, messages, params, on_delta)
+            result = await self.calls.chat(worker_id, messages, params, on_delta,
+                                           max_billable_attempts=max_billable_attempts)
         except ReplayMiss as exc:
             self.metrics.inc("conductor_pool_cache_lookups_total", worker=worker_id, outcome="miss")
             return {"replay_miss": str(exc)}
         except WorkerCallError as exc:
             self.metrics.inc("conductor_pool_calls_total", worker=worker_id, outcome=exc.kind)
             self.metrics.inc("conductor_pool_retries_total", exc.retries, worker=worker_id)
+            self.metrics.inc("conductor_pool_cost_usd_total", exc.failed_attempts_usd, worker=worker_id)
             self._provider_state()
-            return {"error": {"worker_id": exc.worker_id, "kind": exc.kind, "message": exc.message,
-                              "retries": exc.retries}}
+            return {"error": exc.payload()}
         self.metrics.inc("conductor_pool_calls_total", worker=worker_id, outcome="ok")
         if isinstance(self.calls, CachedClient):
             outcome = "hit" if result.cached else "miss"
@@ -97,7 +103,8 @@ class WorkerPoolActor:
             return {"result": result}
         self.metrics.inc("conductor_pool_tokens_total", result.prompt_tokens, worker=worker_id, kind="prompt")
         self.metrics.inc("conductor_pool_tokens_total", result.completion_tokens, worker=worker_id, kind="completion")
-        self.metrics.inc("conductor_pool_cost_usd_total", result.cost_usd, worker=worker_id)
+        spent = result.cost_usd + result.failed_attempts_usd
+        self.metrics.inc("conductor_pool_cost_usd_total", spent, worker=worker_id)
         self.metrics.inc("conductor_pool_retries_total", result.retries, worker=worker_id)
         self.metrics.observe("conductor_pool_latency_seconds", result.latency_s, worker=worker_id)
         self._provider_state()
@@ -184,7 +191,8 @@ class RayPool:
             self.actors[spec.id] = actor
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
-                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+                   on_delta: Optional[DeltaSink] = None, *,
+                   max_billable_attempts: Optional[int] = None) -> ChatResult:
         """Streamed (``on_delta``) through the actor's streaming generator; a call whose actor died is issued
         again only while none of its text has been passed on."""
         provider = self.route.get(worker_id)
@@ -196,9 +204,10 @@ class RayPool:
             passed_on = False
             try:
                 if on_delta is None:
-                    outcome = await actor.chat.remote(worker_id, messages, params)
+                    outcome = await actor.chat.remote(worker_id, messages, params, max_billable_attempts)
                     break
-                async for ref in actor.chat_stream.options(num_returns="streaming").remote(worker_id, messages, params):
+                streamed = actor.chat_stream.options(num_returns="streaming")
+                async for ref in streamed.remote(worker_id, messages, params, max_billable_attempts):
                     outcome = await ref
                     if "delta" in outcome:
                         passed_on = True
@@ -207,7 +216,11 @@ class RayPool:
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                 if passed_on:
                     raise WorkerCallError(worker_id, "stream_broken", f"worker-pool actor for provider {provider} "
-                                          f"died mid-stream ({type(exc).__name__})") from None
+                                          f"died mid-stream ({type(exc).__name__})", unsettled_attempts=1) from None
+                if max_billable_attempts is not None:  # a cost cap's call: it may have been sent, so not again
+                    raise WorkerCallError(worker_id, "actor_unavailable", f"worker-pool actor for provider "
+                                          f"{provider} failed during the call ({type(exc).__name__}); not issued "
+                                          "again under a cost cap", unsettled_attempts=1) from None
                 if isinstance(exc, ray.exceptions.ActorDiedError) or time.monotonic() > deadline:
                     raise WorkerCallError(worker_id, "actor_unavailable", f"worker-pool actor for provider "
                                           f"{provider} is unavailable ({type(exc).__name__})") from None

@@ -69,6 +69,7 @@ class RoundHooks:
 
     observer: Optional[StepObserver] = None  # hears each step start and finish
     answer_sink: Optional[DeltaSink] = None  # the last round allowed: nothing can replace its answer, so it streams
+    max_billable_attempts: Optional[int] = None  # a cost cap's: each call's attempts that may be billed
 
     def fit(self, workflow: Workflow, trace: RoundTrace, previous_final: Optional[Turn]) -> Workflow:
         """The prefix of ``workflow`` to run (empty: none of it may, the round is skipped and the episode
@@ -151,7 +152,8 @@ class EpisodeRunner:
             result = await self.executor.execute(fitted, question, roster, round_index=round_index,
                                                  previous_final=previous_final, step_params=hooks.step_params(fitted),
                                                  observer=hooks.observer,
-                                                 final_sink=hooks.answer_sink if last_round else None)
+                                                 final_sink=hooks.answer_sink if last_round else None,
+                                                 max_billable_attempts=hooks.max_billable_attempts)
             record_execution(trace, result)
             if result.infra_error:
                 episode.answer = None

@@ -77,15 +77,19 @@ class WorkflowExecutor:
                       previous_final: Optional[Turn] = None,
                       step_params: Optional[Sequence[dict[str, Any]]] = None,
                       observer: Optional[StepObserver] = None,
-                      final_sink: Optional[DeltaSink] = None) -> ExecutionResult:
+                      final_sink: Optional[DeltaSink] = None,
+                      max_billable_attempts: Optional[int] = None) -> ExecutionResult:
         """``step_params``: per-step sampling parameters (e.g. a ``seed`` per independent sample).
         ``observer`` hears each step start and finish (the endpoint's progress events); ``final_sink``
-        receives the last step's reply as it streams."""
+        receives the last step's reply as it streams; ``max_billable_attempts`` goes to each call (a cost
+        cap's: conductor/pool.py)."""
         steps = workflow.steps
         subtasks = [s.subtask for s in steps]
         results: dict[int, ChatResult] = {}
         errors: dict[int, str] = {}
         kinds: dict[int, str] = {}
+        failures: dict[int, WorkerCallError] = {}
+        limit = {} if max_billable_attempts is None else {"max_billable_attempts": max_billable_attempts}
 
         async def run_step(index: int) -> None:
             step = steps[index]
@@ -99,12 +103,11 @@ class WorkflowExecutor:
             sink = final_sink if index == len(steps) - 1 else None
             try:
                 params = step_params[index] if step_params else None
-                result = await self.pool.chat(roster.worker_id(step.worker), messages, params, on_delta=sink)
+                result = await self.pool.chat(roster.worker_id(step.worker), messages, params, on_delta=sink, **limit)
             except WorkerCallError as exc:
-                errors[index], kinds[index] = str(exc), exc.kind
+                errors[index], kinds[index], failures[index] = str(exc), exc.kind, exc
                 if observer is not None:
-                    observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index],
-                                                       exc.kind))
+                    observer.step_finished(self._trace(round_index, index, step, roster, None, errors[index], exc))
                 raise
             except asyncio.CancelledError:  # sent, then stopped: another step failed (or the caller left)
                 errors[index] = CANCELLED_IN_FLIGHT
@@ -127,7 +130,7 @@ class WorkflowExecutor:
                 except WorkerCallError:
                     break
 
-        traces = [self._trace(round_index, i, s, roster, results.get(i), errors.get(i), kinds.get(i))
+        traces = [self._trace(round_index, i, s, roster, results.get(i), errors.get(i), failures.get(i))
                   for i, s in enumerate(steps)]
         infra_error = next((f"step {i}: {errors[i]}" for i in sorted(errors) if i in kinds), None)
         answer = None if infra_error or not steps else results[len(steps) - 1].text
@@ -136,7 +139,7 @@ class WorkflowExecutor:
 
     @staticmethod
     def _trace(round_index: int, index: int, step: Step, roster: Roster, result: Optional[ChatResult],
-               error: Optional[str], error_kind: Optional[str] = None) -> StepTrace:
+               error: Optional[str], failure: Optional[WorkerCallError] = None) -> StepTrace:
         trace = StepTrace(round=round_index, index=index, shown_worker=step.worker,
                           worker_id=roster.worker_id(step.worker), subtask=step.subtask, access=step.access,
                           visible=step.visible_steps(index))
@@ -146,9 +149,13 @@ class WorkflowExecutor:
             trace.reasoning_tokens = result.reasoning_tokens
             trace.latency_s, trace.cost_usd, trace.retries = result.latency_s, result.cost_usd, result.retries
             trace.finish_reason = result.finish_reason
+            trace.failed_attempts_usd, trace.unsettled_attempts = result.failed_attempts_usd, result.unsettled_attempts
         else:
             trace.error = error or "not run: an earlier step failed"
-            trace.error_kind = error_kind
+        if failure is not None:
+            trace.error_kind, trace.retries = failure.kind, failure.retries
+            trace.failed_attempts_usd = failure.failed_attempts_usd
+            trace.unsettled_attempts = failure.unsettled_attempts
         return trace
 
 

@@ -23,11 +23,13 @@ class LocalPool:
         self.route = {w.id: pid for pid, workers in routes.items() for w in workers}
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
-                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+                   on_delta: Optional[DeltaSink] = None, *,
+                   max_billable_attempts: Optional[int] = None) -> ChatResult:
         provider = self.route.get(worker_id)
         if provider is None:
             raise WorkerCallError(worker_id, "not_found", "no such worker in the pool")
-        return await self.providers[provider].chat(worker_id, messages, params, on_delta)
+        return await self.providers[provider].chat(worker_id, messages, params, on_delta,
+                                                   max_billable_attempts=max_billable_attempts)
 
     def stats(self) -> dict[str, dict[str, Any]]:
         return {pid: client.snapshot() for pid, client in self.providers.items()}

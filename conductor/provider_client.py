@@ -101,6 +101,28 @@ def hidden_tokens(usage: Any) -> int:
     return int(getattr(details, "reasoning_tokens", None) or 0)
 
 
+@dataclasses.dataclass
+class _CallBill:
+    """What one call's failed attempts cost: billed ones counted at their usage, and those sent that ended
+    with no HTTP status (a timeout, a dropped connection, a reply that could not be read), whose bill is
+    unknown. A failure with a status (429, 5xx) was refused before any work: not billed."""
+
+    usd: float = 0.0
+    billed: int = 0
+    unsettled: int = 0
+
+    def add(self, failure: Failure, sent: bool) -> None:
+        if failure.billed_usd is not None:
+            self.usd += failure.billed_usd
+            self.billed += 1
+        elif sent and failure.status is None:
+            self.unsettled += 1
+
+    @property
+    def billable(self) -> int:
+        return self.billed + self.unsettled
+
+
 class ProviderClient:
     def __init__(self, spec: ProviderSpec, workers: list[WorkerSpec], *, seed: Optional[int] = None,
                  recent_sends_unknown: bool = False):
@@ -134,9 +156,10 @@ class ProviderClient:
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    def _fail(self, worker_id: str, kind: str, message: str, retries: int) -> WorkerCallError:
+    def _fail(self, worker_id: str, kind: str, message: str, retries: int, bill: _CallBill) -> WorkerCallError:
         self.stats["failures"] += 1
-        return WorkerCallError(worker_id, kind, self._scrub(message), retries)
+        return WorkerCallError(worker_id, kind, self._scrub(message), retries, failed_attempts_usd=bill.usd,
+                               unsettled_attempts=bill.unsettled)
 
     def request(self, worker_id: str, params: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         """The sampling settings a call sends: the worker's defaults under ``params``."""
@@ -149,10 +172,12 @@ class ProviderClient:
         return request
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
-                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+                   on_delta: Optional[DeltaSink] = None, *,
+                   max_billable_attempts: Optional[int] = None) -> ChatResult:
         """``on_delta``: stream the reply, handing each piece of text to it as it arrives. An attempt that
         fails before its first piece is retried as usual; one that fails after cannot be (the caller has
-        already passed the text on), so it is final."""
+        already passed the text on), so it is final. ``max_billable_attempts``: no retry once this many
+        attempts were billed or may have been (sent, then no HTTP status came back); a cost cap's."""
         request = self.request(worker_id, params)
         worker = self.workers[worker_id]
         self.stats["calls"] += 1
@@ -160,7 +185,7 @@ class ProviderClient:
         deadline = started + self.spec.deadline_s
         charge_estimate = estimate_prompt_tokens(messages) + int(request.get("max_tokens", 0))
         call_id = uuid.uuid4().hex  # sent on every attempt, so server logs can tie retries together
-        retries = 0
+        retries, bill = 0, _CallBill()
         while True:
             try:
                 async with self.limits.slot(charge_estimate, deadline) as permit:
@@ -174,24 +199,33 @@ class ProviderClient:
                     if result is not None:
                         permit.settle(result.prompt_tokens + result.completion_tokens)
                         self.limits.record_success()
-                    elif failure is not None and failure.kind == "rate_limited":
-                        self.limits.record_rate_limited()
+                    else:
+                        assert failure is not None
+                        bill.add(failure, permit.sent)
+                        if failure.kind == "rate_limited":
+                            self.limits.record_rate_limited()
             except LimitWaitTooLong as exc:
-                raise self._fail(worker_id, "deadline", str(exc), retries) from None
+                raise self._fail(worker_id, "deadline", str(exc), retries, bill) from None
             if result is not None:
-                return dataclasses.replace(result, retries=retries, latency_s=time.monotonic() - started)
+                return dataclasses.replace(result, retries=retries, latency_s=time.monotonic() - started,
+                                           failed_attempts_usd=bill.usd, unsettled_attempts=bill.unsettled)
             assert failure is not None
             if failure.kind == "rate_limited":
                 self.stats["rate_limited"] += 1
             if not failure.retryable:
-                raise self._fail(worker_id, failure.kind, failure.message, retries) from None
+                raise self._fail(worker_id, failure.kind, failure.message, retries, bill) from None
             if failure.kind != "rate_limited":
                 self.limits.record_failure()
             if retries >= self.spec.max_retries:
-                raise self._fail(worker_id, failure.kind, f"{failure.message}; retries exhausted", retries) from None
+                raise self._fail(worker_id, failure.kind, f"{failure.message}; retries exhausted", retries,
+                                 bill) from None
+            if max_billable_attempts is not None and bill.billable >= max_billable_attempts:
+                raise self._fail(worker_id, failure.kind, f"{failure.message}; not retried: {bill.billable} "
+                                 "attempt(s) billed or possibly billed, and another could exceed the cost cap",
+                                 retries, bill) from None
             delay = await self._wait_before_retry(failure, retries, deadline)
             if delay is None:
-                raise self._fail(worker_id, "deadline", f"{failure.message}; no time left to retry", retries)
+                raise self._fail(worker_id, "deadline", f"{failure.message}; no time left to retry", retries, bill)
             retries += 1
             self.stats["retries"] += 1
 
@@ -216,10 +250,10 @@ class ProviderClient:
             if usage is None:
                 raise ValueError("response has no usage")
             if text is None or finish == GAVE_UP_REASON:  # billed all the same: counted before it fails
-                self._charge(worker, usage.prompt_tokens, usage.completion_tokens)
-                if finish == GAVE_UP_REASON:
-                    return None, gave_up(reported)
-                raise ValueError("response has no message content")
+                billed = self._charge(worker, usage.prompt_tokens, usage.completion_tokens)
+                failure = (gave_up(reported) if finish == GAVE_UP_REASON
+                           else Failure("malformed_response", True, "response has no message content"))
+                return None, dataclasses.replace(failure, billed_usd=billed)
         except Exception as exc:  # every failure is classified; nothing escapes unclassified
             return None, self._failure(worker, exc)
         return self._settle(worker, text, usage.prompt_tokens, usage.completion_tokens, finish,
@@ -255,7 +289,9 @@ class ProviderClient:
                 failure = Failure("stream_broken", False, f"stream broke after {len(pieces)} chunks: "
                                   f"{failure.message}", failure.status)
                 # billed for what it sent, which no usage chunk will report: counted as the text's estimate
-                self._charge(worker, estimate_prompt_tokens(messages), max(1, len("".join(pieces)) // CHARS_PER_TOKEN))
+                billed = self._charge(worker, estimate_prompt_tokens(messages),
+                                      max(1, len("".join(pieces)) // CHARS_PER_TOKEN))
+                failure = dataclasses.replace(failure, billed_usd=billed)
             return None, failure
         text = "".join(pieces)
         finish = "content_filter" if refused else finish_reason(reported)
@@ -264,8 +300,8 @@ class ProviderClient:
         else:
             prompt, completion, hidden = usage.prompt_tokens, usage.completion_tokens, hidden_tokens(usage)
         if finish in (None, GAVE_UP_REASON):  # billed, but no whole answer: a stream cut short
-            self._charge(worker, prompt, completion)
-            return None, gave_up(reported, len(pieces))
+            billed = self._charge(worker, prompt, completion)
+            return None, dataclasses.replace(gave_up(reported, len(pieces)), billed_usd=billed)
         return self._settle(worker, text, prompt, completion, finish, hidden), None
 
     def _failure(self, worker: WorkerSpec, exc: Exception) -> Failure:

@@ -371,6 +371,11 @@ class Permit:
                 self.limits.tokens.stamp(self.token_entry, now)
         return self.request.stamp
 
+    @property
+    def sent(self) -> bool:
+        """Its request headers went out: the provider may have started (and billed) the work."""
+        return self.request.stamp is not None
+
     def release(self, now: Optional[float] = None) -> None:
         """End of the attempt: a request never marked as sent is stamped now (no earlier than its real send)."""
         self.mark_sent(now)

@@ -95,7 +95,8 @@ class CachedClient:
         self.stats = CacheStats()
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
-                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+                   on_delta: Optional[DeltaSink] = None, *,
+                   max_billable_attempts: Optional[int] = None) -> ChatResult:
         sampling = self.client.request(worker_id, params)  # an unknown worker or setting fails as uncached
         model = self.client.workers[worker_id].model_name
         digest = request_digest(self.provider, model, messages, sampling)
@@ -113,7 +114,8 @@ class CachedClient:
             raise ReplayMiss(self._miss_message(worker_id, digest, occurrence, messages))
         done = self.inflight[key] = asyncio.get_running_loop().create_future()
         try:
-            result = await self.client.chat(worker_id, messages, params, on_delta)
+            result = await self.client.chat(worker_id, messages, params, on_delta,
+                                            max_billable_attempts=max_billable_attempts)
         finally:
             if self.inflight.get(key) is done:
                 del self.inflight[key]

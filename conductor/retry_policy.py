@@ -35,6 +35,7 @@ class Failure:
     message: str
     status: Optional[int] = None
     retry_after_s: Optional[float] = None
+    billed_usd: Optional[float] = None  # a reply with usage but no usable answer: what it was billed
 
 
 def _seconds(value: str, scale: float, cap_s: float) -> Optional[float]:

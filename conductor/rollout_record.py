@@ -125,6 +125,8 @@ def step_row(step: StepTrace) -> dict[str, Any]:
     row.pop("finish_reason")  # the endpoint's; the replay store keeps its schema
     row.pop("error_kind")  # the endpoint's: ``error`` says it in full
     row.pop("reasoning_tokens")  # the calibration's (within tokens_out)
+    row.pop("failed_attempts_usd")  # the endpoint's: a run's spend is the pool's meters (conductor/spend_meter.py)
+    row.pop("unsettled_attempts")
     return row
 
 

@@ -26,7 +26,8 @@ class ScriptedPool:
         self.calls: list[tuple[str, Messages]] = []
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
-                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+                   on_delta: Optional[DeltaSink] = None, *,
+                   max_billable_attempts: Optional[int] = None) -> ChatResult:
         self.calls.append((worker_id, [dict(m) for m in messages]))
         if worker_id not in self.script:
             raise WorkerCallError(worker_id, "not_found", "no such worker in the script")

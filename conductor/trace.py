@@ -24,7 +24,9 @@ class StepTrace:
     tokens_out: int = 0
     reasoning_tokens: int = 0  # hidden, within tokens_out
     latency_s: float = 0.0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # the answer's: what the workflow's choice cost (the reward prices this)
+    failed_attempts_usd: float = 0.0  # billed besides, for attempts that failed (a failed step's too)
+    unsettled_attempts: int = 0  # sent with their bill unknown (a timeout, a dropped connection)
     retries: int = 0
     error: Optional[str] = None
     error_kind: Optional[str] = None  # WorkerCallError.kind: what a caller of the endpoint is shown

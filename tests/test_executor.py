@@ -149,7 +149,7 @@ def test_a_parallel_step_stopped_in_flight_is_recorded_as_sent_and_stopped_not_a
         def __init__(self):
             self.calls = []
 
-        async def chat(self, worker_id, messages, params=None, on_delta=None):
+        async def chat(self, worker_id, messages, params=None, on_delta=None, max_billable_attempts=None):
             self.calls.append(worker_id)
             if worker_id == "w1":
                 raise WorkerCallError("w1", "server_error", "down")
@@ -241,7 +241,7 @@ def test_cancelling_a_workflow_cancels_its_steps_in_flight():
         def __init__(self):
             self.gate, self.started, self.finished = asyncio.Event(), 0, 0
 
-        async def chat(self, worker_id, messages, params=None, on_delta=None):
+        async def chat(self, worker_id, messages, params=None, on_delta=None, max_billable_attempts=None):
             self.started += 1
             await self.gate.wait()
             self.finished += 1

@@ -179,3 +179,36 @@ def stop_pool_actor():
         except ValueError:
             return
         time.sleep(0.05)
+
+
+def test_a_capped_call_through_the_pool_actor_is_not_retried_after_a_billed_failure(ray_local):
+    """``max_billable_attempts`` crosses to the actor, streamed or not, and what the failed attempt was billed
+    crosses back on the error (the endpoint's cap counts it)."""
+    from actors.worker_pool import RayPool
+    from conductor.config import PoolConfig, ProviderSpec, WorkerSpec
+    from tests.support.reply_server import ReplyServer, Streamed, chunk, completion
+
+    def reply(body):
+        if body.get("stream"):
+            return 200, Streamed((chunk(body["model"], "The answer is 42"), chunk(body["model"], finish="stop")))
+        return 200, completion(body["model"], "The answer is", "abort", completion_tokens=8)
+
+    server = ReplyServer(reply)
+    try:
+        pool_config = PoolConfig(
+            providers=[ProviderSpec(id="sim", base_url=server.base_url, max_retries=3, backoff_base_s=0.01,
+                                    backoff_max_s=0.02)],
+            workers=[WorkerSpec(id="w", description="d", provider="sim", price_in_per_m=1e3, price_out_per_m=1e3)])
+        pool = RayPool(pool_config)
+        try:
+            with pytest.raises(WorkerCallError) as info:
+                asyncio.run(pool.chat("w", [{"role": "user", "content": "q"}], max_billable_attempts=1))
+            assert server.requests == 1 and info.value.failed_attempts_usd == pytest.approx((5 + 8) * 1e-3)
+            pieces = []
+            streamed = asyncio.run(pool.chat("w", [{"role": "user", "content": "q"}], on_delta=pieces.append,
+                                            max_billable_attempts=1))
+            assert streamed.text == "The answer is 42" == "".join(pieces) and server.requests == 2
+        finally:
+            stop_pool_actor()
+    finally:
+        server.close()

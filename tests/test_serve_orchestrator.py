@@ -157,7 +157,7 @@ class WorstCasePool(ScriptedPool):
         super().__init__({"strong": "ok 42", "mid": "ok 42", "cheap": "ok 42"})
         self.workers = workers
 
-    async def chat(self, worker_id, messages, params=None, on_delta=None):
+    async def chat(self, worker_id, messages, params=None, on_delta=None, max_billable_attempts=None):
         from conductor.pool import ChatResult
         from conductor.serving.cost_bounds import price, text_tokens_bound
 
@@ -270,7 +270,7 @@ class ContextPool(ScriptedPool):
         super().__init__({"strong": "strong says 42", "mid": "mid says 42", "cheap": "cheap says 41"}, **kw)
         self.context_words, self.params = context_words, []
 
-    async def chat(self, worker_id, messages, params=None, on_delta=None):
+    async def chat(self, worker_id, messages, params=None, on_delta=None, max_billable_attempts=None):
         self.params.append(dict(params or {}))
         too_long = sum(len(m["content"].split()) for m in messages) > self.context_words
         if too_long and worker_id not in self.failing:

@@ -11,7 +11,10 @@ Rules, in the order they apply:
   the model does not have is a 400. Steps and rounds: the smaller of the model's and the request's.
 - Cost cap (the smaller of ``conductor.max_cost_usd`` and ``serve.limits.max_cost_usd``): if no allowed
   worker can answer in one step within it, the request is refused with a 400 before anything is spent.
-  A workflow is cut to its longest prefix whose worst-case cost fits what is left (cost_bounds.py).
+  A workflow is cut to its longest prefix whose worst-case cost fits what is left (cost_bounds.py). Under a
+  cap each call makes at most one attempt that may be billed (one refused with an HTTP status is retried):
+  what is left counts failed attempts billed, and those whose bill is unknown (a timeout, a step cancelled
+  in flight) at their worst case, so the fallback and later rounds keep the cap too.
 - The Conductor's output is parsed with the training limit of steps and cut to the request's; output that
   is not a workflow, a first step that does not fit the cap, or a worker that fails for good hands the
   question to the strongest allowed worker that fits (``serve.strongest_first``, else by output price);
@@ -41,7 +44,7 @@ from typing import Any, Optional, Protocol
 from conductor.config import Config, WorkerSpec
 from conductor.cost_dial import DialCard, resolve_setting
 from conductor.episode import ConductorTurn, EpisodeRunner, RoundHooks, record_execution
-from conductor.executor import Turn, WorkflowExecutor
+from conductor.executor import CANCELLED_IN_FLIGHT, Turn, WorkflowExecutor
 from conductor.pool import WorkerPoolClient
 from conductor.prompt_builder import PromptBuilder
 from conductor.prompts import Messages, conductor_messages
@@ -50,7 +53,7 @@ from conductor.roster import Roster
 from conductor.serve_config import ServedModel
 from conductor.serving.api_errors import ApiError
 from conductor.serving.api_schema import Controls
-from conductor.serving.cost_bounds import cut_to_budget, step_max_tokens
+from conductor.serving.cost_bounds import cut_to_budget, step_max_tokens, workflow_bounds
 from conductor.serving.served_trace import ServedTrace, Usage
 from conductor.trace import RoundTrace, StepTrace
 from conductor.workflow import Step, Workflow
@@ -176,6 +179,8 @@ class _Run(RoundHooks):
         self.rounds = min(model.max_rounds, model.max_rounds if controls.max_rounds is None else controls.max_rounds)
         caps = [c for c in (controls.max_cost_usd, orchestrator.serve.limits.max_cost_usd) if c is not None]
         self.cap = min(caps) if caps else None
+        self.max_billable_attempts = None if self.cap is None else 1
+        self.worst_cases: dict[tuple[int, int], float] = {}  # (round, step): what one attempt can cost
         self.usage = Usage()
         self.trace = ServedTrace(model.name, list(self.roster.worker_ids),
                                  {"max_steps": self.max_steps, "max_rounds": self.rounds, "max_cost_usd": self.cap},
@@ -224,10 +229,13 @@ class _Run(RoundHooks):
     # -- the round hooks --------------------------------------------------------------------------------
 
     def fit(self, workflow: Workflow, trace: RoundTrace, previous_final: Optional[Turn]) -> Workflow:
-        left = None if self.cap is None else self.cap - self.usage.cost_usd
+        left = self._left()
         fitted, _ = cut_to_budget(workflow, self.roster, self.request.question, left,
                                   answer_max_tokens=self.request.answer_max_tokens,
                                   previous_final=previous_final)
+        bounds = workflow_bounds(fitted, self.roster, self.request.question,
+                                 answer_max_tokens=self.request.answer_max_tokens, previous_final=previous_final)
+        self.worst_cases.update(((trace.round, index), bound) for index, bound in enumerate(bounds))
         if not fitted.steps:
             trace.notes.append(f"no step fits what is left of the cost cap (${left:.6f})"
                                + (": the previous answer stands" if trace.round else ""))
@@ -296,10 +304,14 @@ class _Run(RoundHooks):
             log.warning("a served answer's worker failed mid-answer: %s", infra_error)
             raise ApiError(502, "The answering worker failed mid-answer.", kind="server_error", code="worker_failed")
 
+    def _left(self) -> Optional[float]:
+        """What is left of the cap, counting every attempt that may have been billed at its worst case."""
+        return None if self.cap is None else self.cap - self.usage.spent_at_most
+
     async def _fallback(self, reason: str, failed: tuple[str, ...],
                         failure_kinds: tuple[Optional[str], ...] = ()) -> ServedAnswer:
-        left = None if self.cap is None else self.cap - self.usage.cost_usd
         for worker_id in self.o.strength:
+            left = self._left()
             if worker_id not in self.roster.worker_ids or worker_id in failed:
                 continue
             one, bound = self._one_step(self.o.workers[worker_id])
@@ -310,9 +322,11 @@ class _Run(RoundHooks):
             trace = RoundTrace(round=len(self.trace.rounds), conductor_text=None, workflow=one,
                                notes=[f"fallback: {reason}"])
             self.trace.rounds.append(trace)
+            self.worst_cases[(trace.round, 0)] = bound
             result = await self.o.executor.execute(one, self.request.question, self.roster, round_index=trace.round,
                                                    step_params=self.step_params(one), observer=self.observer,
-                                                   final_sink=self.answer_sink)
+                                                   final_sink=self.answer_sink,
+                                                   max_billable_attempts=self.max_billable_attempts)
             record_execution(trace, result)
             self._refuse_a_broken_stream(result.infra_error)
             if result.infra_error:
@@ -327,7 +341,7 @@ class _Run(RoundHooks):
         if failed:
             raise ApiError(502, f"No allowed worker could answer ({reason}; failed: {', '.join(failed)}).",
                            kind="server_error", code="workers_failed")
-        raise ApiError(400, f"No allowed worker can answer within the cost cap (${left:.6f} left; {reason}).",
+        raise ApiError(400, f"No allowed worker can answer within the cost cap (${self._left():.6f} left; {reason}).",
                        param="conductor.max_cost_usd", code="cost_cap_too_low")
 
     def _finish(self, text: str, finish_reason: Optional[str]) -> ServedAnswer:
@@ -357,8 +371,8 @@ class _StepEvents:
         self.run._progress({"type": "step.started", "round": round_index, "step": index, "worker": worker_id})
 
     def step_finished(self, trace: StepTrace) -> None:
-        if trace.error is None:
-            self.run.usage.add_step(trace)
+        worst_case = self.run.worst_cases.get((trace.round, trace.index), 0.0)
+        self.run.usage.add_step(trace, worst_case, in_flight=trace.error == CANCELLED_IN_FLIGHT)
         self.run._progress({"type": "step.finished", "round": trace.round, "step": trace.index,
                             "worker": trace.worker_id, "status": "ok" if trace.error is None else "error",
                             "tokens": trace.tokens_in + trace.tokens_out, "cost_usd": round(trace.cost_usd, 8),

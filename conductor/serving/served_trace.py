@@ -19,19 +19,30 @@ from conductor.workflow import Workflow
 
 @dataclass
 class Usage:
+    """``cost_usd``: what the workers billed, failed attempts with usage included. ``unsettled_cost_usd_max``:
+    at most this much more, for attempts sent whose bill is unknown (a timeout, a dropped connection, a step
+    cancelled in flight), each at its step's worst case (cost_bounds.py); a cost cap counts both."""
+
     conductor_prompt_tokens: int = 0
     conductor_completion_tokens: int = 0
     worker_prompt_tokens: int = 0
     worker_completion_tokens: int = 0
     cost_usd: float = 0.0
+    unsettled_cost_usd_max: float = 0.0
     worker_calls: int = 0
 
-    def add_step(self, step: StepTrace) -> None:
-        """A worker call that answered (a failed call leaves no tokens or cost on its trace)."""
+    def add_step(self, step: StepTrace, worst_case_usd: float, *, in_flight: bool = False) -> None:
+        """A worker call that ended, answered or failed; ``worst_case_usd``: what one attempt of it can cost;
+        ``in_flight``: it was cancelled while it may have been at the provider."""
         self.worker_prompt_tokens += step.tokens_in
         self.worker_completion_tokens += step.tokens_out
-        self.cost_usd += step.cost_usd
-        self.worker_calls += 1
+        self.cost_usd += step.cost_usd + step.failed_attempts_usd
+        self.unsettled_cost_usd_max += (step.unsettled_attempts + in_flight) * worst_case_usd
+        self.worker_calls += step.error is None
+
+    @property
+    def spent_at_most(self) -> float:
+        return self.cost_usd + self.unsettled_cost_usd_max
 
     @property
     def prompt_tokens(self) -> int:
@@ -50,7 +61,7 @@ class Usage:
                               "completion_tokens": self.conductor_completion_tokens},
                 "workers": {"prompt_tokens": self.worker_prompt_tokens,
                             "completion_tokens": self.worker_completion_tokens, "calls": self.worker_calls},
-                "cost_usd": round(self.cost_usd, 8)}
+                "cost_usd": round(self.cost_usd, 8), "unsettled_cost_usd_max": round(self.unsettled_cost_usd_max, 8)}
 
 
 def workflow_json(workflow: Workflow, worker_ids: list[str]) -> list[dict[str, Any]]:
@@ -65,7 +76,8 @@ def step_json(step: StepTrace) -> dict[str, Any]:
             "access": step.access if isinstance(step.access, str) else list(step.access),
             "visible": list(step.visible), "status": "ok" if step.error is None else "error",
             "tokens_in": step.tokens_in, "tokens_out": step.tokens_out, "latency_s": round(step.latency_s, 4),
-            "cost_usd": round(step.cost_usd, 8), "retries": step.retries, "error": caller_error(step),
+            "cost_usd": round(step.cost_usd, 8), "failed_attempts_usd": round(step.failed_attempts_usd, 8),
+            "unsettled_attempts": step.unsettled_attempts, "retries": step.retries, "error": caller_error(step),
             "output": step.response}
 
 

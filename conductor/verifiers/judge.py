@@ -174,8 +174,10 @@ class PoolJudge:
             try:
                 result = await self.pool.chat(self.worker, messages, {"seed": index + attempt * self.settings.samples})
             except WorkerCallError as exc:
-                return _Sample(None, usage + JudgeUsage(calls=1), f"judge {self.worker}: {exc.kind}: {exc.message}")
-            usage += JudgeUsage(1, result.prompt_tokens, result.completion_tokens, result.cost_usd)
+                return _Sample(None, usage + JudgeUsage(calls=1, cost_usd=exc.failed_attempts_usd),
+                               f"judge {self.worker}: {exc.kind}: {exc.message}")
+            usage += JudgeUsage(1, result.prompt_tokens, result.completion_tokens,
+                                result.cost_usd + result.failed_attempts_usd)  # the judge's bill, failed attempts too
             reply = result.text
             score = parse_score(reply)
             if score is not None:

@@ -20,7 +20,8 @@ class DirectPool:
         self.calls = 0
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
-                   on_delta: Optional[DeltaSink] = None) -> ChatResult:
+                   on_delta: Optional[DeltaSink] = None, *,
+                   max_billable_attempts: Optional[int] = None) -> ChatResult:
         self.calls += 1
         seed = (params or {}).get("seed")
         reply = self.oracle.answer(worker_id, messages, seed if type(seed) is int else None)
