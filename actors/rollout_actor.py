@@ -47,11 +47,14 @@ class RolloutActor:
     async def run(self, request: RolloutRequest) -> RolloutReceipt:
         records = await self.runner.run_request(request)
         self._report(records)
-        if request.write and self.store is not None:
+        group_ids = tuple(sorted({r.group_id for r in records}))
+        stored = request.write and self.store is not None
+        if stored:
             self.store.write(records)
-        return RolloutReceipt(batch_id=request.batch_id, groups=len({r.group_id for r in records}),
+        return RolloutReceipt(batch_id=request.batch_id, groups=len(group_ids),
                               versions=tuple(sorted({r.policy_version for r in records})),
-                              records=records if request.return_records else None)
+                              records=records if request.return_records else None,
+                              stored=group_ids if stored else ())
 
     def sampled(self, batch_ids: list[str]) -> list[bool]:
         """Whether each request has drawn its Conductor completions."""

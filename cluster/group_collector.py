@@ -130,7 +130,7 @@ class GroupCollector:
                         target += wanted - useful
                         self.staleness.discard(wanted - useful)
                 elif len(taken) < target:
-                    if not self.feed.busy and self.staleness.capacity() == 0:
+                    if not self.feed.busy and self.staleness.capacity() == 0 and not self.feed.unlisted:
                         raise RuntimeError(f"rollouts stalled: {len(taken)} of {target} groups, none in flight "
                                            f"({self.staleness})")
                     if time.monotonic() - progress_at > self.stall_timeout_s:
@@ -159,8 +159,9 @@ class GroupCollector:
 
     def _take(self, count: int) -> list[Group]:
         """Up to ``count`` groups: the oldest arrived, or (``in_request_order``) the next requested ones that
-        have arrived, stopping at the first still out. A group its finished request did not write (the
-        store was read since it came back) will not come: its place is freed."""
+        have arrived, stopping at the first still out. A group its request stored is waited for until the
+        store lists it (a listing may lag the write); one its finished request did not store will not come:
+        its place is freed."""
         if not self.in_request_order:
             taken = self.buffer.take(count)
             self._forget(group[0].group_id for group in taken)
@@ -169,7 +170,7 @@ class GroupCollector:
         while len(taken) < count and self.requested:
             batch_id, group_id = self.requested[0]
             group = self.buffer.pop(group_id)
-            if group is None and batch_id not in self.feed.came_back:
+            if group is None and (batch_id not in self.feed.came_back or group_id in self.feed.unlisted):
                 break
             self.requested.popleft()
             self.outstanding.pop(group_id, None)
@@ -204,6 +205,7 @@ class GroupCollector:
         before version ``oldest``."""
         table, self.cursor = self.store.read(min_version=self.first_version, cursor=self.cursor)
         records = from_table(table)
+        self.feed.listed({record.group_id for record in records})
         orphans = {record.group_id for record in records} & self.given_up_groups  # written after the give-up
         if orphans:
             self.count("orphaned_groups_ignored", len(orphans))

@@ -11,7 +11,7 @@ replay-only response cache without the answer (``ReplayMiss``) stops the run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -42,6 +42,7 @@ class RolloutFeed:
         self.retrying: list[tuple[float, RolloutRequest, int, int]] = []  # (not before, request, attempt, last actor)
         self.finished: dict[str, RolloutReceipt] = {}
         self.came_back: set[str] = set()  # the batch id of every request that came back, whoever polled
+        self.unlisted: set[str] = set()  # groups a request that came back stored, not yet read from the store
         self.given_up: list[RolloutRequest] = []
         self.counters = FeedCounters()
 
@@ -81,10 +82,15 @@ class RolloutFeed:
                 self._give_up(request)
                 continue
             self.came_back.add(receipt.batch_id)
+            self.unlisted.update(receipt.stored)
             if request.return_records:
                 self.finished[receipt.batch_id] = receipt  # for ``run`` to return
             receipts.append(receipt)
         return receipts
+
+    def listed(self, group_ids: Iterable[str]) -> None:
+        """These groups were read from the store: none is still awaited."""
+        self.unlisted.difference_update(group_ids)
 
     def wait_sampled(self, timeout_s: float, on_wait: Callable[[], None] = lambda: None, pause_s: float = 0.05,
                      ) -> bool:

@@ -83,12 +83,13 @@ def batch_id_of(group_id: str) -> str:
 @dataclass(frozen=True)
 class RolloutReceipt:
     """What came of a request: the groups it made and their versions; the records themselves when the
-    request asked for them."""
+    request asked for them; ``stored``: the groups it wrote to the replay store (or found there)."""
 
     batch_id: str
     groups: int
     versions: tuple[int, ...]
     records: Optional[list[RolloutRecord]] = None
+    stored: tuple[str, ...] = ()
 
 
 @dataclass

@@ -3,6 +3,7 @@ the test chooses, writing real records to a real replay store. With ``in_request
 every step trains on the same groups whatever order they finished in; without it a step takes the groups
 that arrived first."""
 
+import collections
 import random
 
 import pytest
@@ -37,6 +38,7 @@ class OrderedFeed:
         self.in_flight: list[tuple[RolloutRequest, int]] = []
         self.given_up: list[RolloutRequest] = []
         self.came_back: set[str] = set()
+        self.unlisted: set[str] = set()
         self.counters = type("Counters", (), {"given_up": 0})()
 
     @property
@@ -66,7 +68,12 @@ class OrderedFeed:
         if request.batch_id in self.orphaned:
             return []
         self.came_back.add(request.batch_id)
-        return [RolloutReceipt(request.batch_id, len(request.tasks), (version,))]
+        stored = () if request.batch_id in self.unwritten else request.group_ids()
+        self.unlisted.update(stored)
+        return [RolloutReceipt(request.batch_id, len(request.tasks), (version,), stored=stored)]
+
+    def listed(self, group_ids) -> None:
+        self.unlisted.difference_update(group_ids)
 
     def wait_sampled(self, timeout_s: float, on_wait=lambda: None) -> bool:
         self.waits = getattr(self, "waits", 0) + 1
@@ -77,13 +84,31 @@ class OrderedFeed:
         return given_up
 
 
+class LaggingStore(ReplayStore):
+    """Lists a file only from its ``lag``-th listing on, as an object store whose LIST lags its PUT would: a
+    stand-in for a fault neither local disk nor SeaweedFS shows (both list a file once it is written)."""
+
+    def __init__(self, root: str, lag: int):
+        super().__init__(root)
+        self.lag, self.listings = lag, collections.Counter()
+
+    def files(self):
+        shown = []
+        for entry in super().files():
+            self.listings[entry] += 1
+            if self.listings[entry] > self.lag:
+                shown.append(entry)
+        return shown
+
+
 def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, unwritten=(), fail=(), orphaned=(),
-        horizon: bool = False, between_steps=lambda feed: None):
+        horizon: bool = False, between_steps=lambda feed: None, lag: int = 0):
     """The question ids each step trains on, and the collector's counts. In request order, every admitted group
     is trained, still requested, or discarded (skipped, given up), and each step waited for the requests in
     flight to sample (the stand-in feed says they had not: counted). ``horizon``: the manager knows the steps;
     ``between_steps`` runs after each step's publish (a validation's polls)."""
-    store = ReplayStore(str(tmp_path / f"store-{random.random()}"))
+    root = str(tmp_path / f"store-{random.random()}")
+    store = LaggingStore(root, lag) if lag else ReplayStore(root)
     staleness = StalenessManager(groups_per_step=3, max_staleness=k, steps=steps if horizon else None)
     feed = OrderedFeed(store, staleness, pick, unwritten, fail, orphaned)
     counts: dict[str, int] = {}
@@ -125,6 +150,16 @@ def test_in_request_order_every_step_trains_on_the_same_groups_whatever_finished
     assert run(tmp_path, newest, in_request_order=True, k=k)[0] == in_order
     assert run(tmp_path, lambda n: rng.randrange(n), in_request_order=True, k=k)[0] == in_order
     assert run(tmp_path, oldest, in_request_order=False, k=k)[0] == in_order  # finishing in order: the same
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_in_request_order_a_group_the_store_lists_late_is_waited_for_not_skipped(tmp_path, k):
+    """A request came back having stored its groups, but the store's listing does not show them yet: the step
+    waits for them, and trains on what it trains on when the listing keeps up, whatever finished first."""
+    rng = random.Random(k)
+    in_order, _ = run(tmp_path, oldest, in_request_order=True, k=k)
+    for pick in (oldest, newest, lambda n: rng.randrange(n)):
+        assert run(tmp_path, pick, in_request_order=True, k=k, lag=3)[0] == in_order
 
 
 def test_without_it_an_async_step_takes_the_groups_that_came_back_first(tmp_path):
@@ -179,6 +214,10 @@ def test_a_learner_rebuilt_while_the_step_settles_leaves_no_group_below_the_new_
 
     class Feed:
         actors, busy, came_back, counters = [object()], False, set(), type("C", (), {"given_up": 0})()
+        unlisted = frozenset()  # every group is listed as soon as it is written
+
+        def listed(self, group_ids):
+            pass
 
         def submit(self, request):
             store.write([RolloutRecord(rollout_id=f"{group_id}-s{s}", group_id=group_id, question_id=task.id,

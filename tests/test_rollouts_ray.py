@@ -85,6 +85,7 @@ def test_rollout_records_from_engine_pool_and_store(engines, policy_dir, tmp_pat
     assert len(records) == 16 and len({r.group_id for r in records}) == 4 and receipt.groups == 4
     assert {r.rollout_id for r in records} == {f"b0-q{q}-s{s}" for q in range(4) for s in range(4)}
     assert again.records is None and again.groups == 1 and again.versions == (0,)
+    assert receipt.stored == () and again.stored == ("b1-q0",)  # what the collector awaits from the store
     for record in records:
         assert tokenizer.decode(record.completion_token_ids, skip_special_tokens=True) == record.completion_text
         assert len(record.completion_logprobs) == len(record.completion_token_ids) > 0
