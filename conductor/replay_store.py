@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from conductor.rollout_record import SCHEMA, RolloutRecord, to_table
 
-_FILE = re.compile(r"policy_version=(\d+)/batch-([0-9a-f]+)\.parquet$")
+_FILE = re.compile(r"policy_version=(\d+)/batch-([0-9a-f]+)\.parquet")
 
 
 @dataclass
@@ -67,8 +67,7 @@ class ReplayStore:
                 raise ValueError(f"duplicate rollout ids within one batch (version {version})")
             digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:24]
             path = f"{self.root}/policy_version={version}/batch-{digest}.parquet"
-            self.fs.invalidate_cache()
-            if self.fs.glob(f"{self.root}/policy_version=*/batch-{digest}.parquet"):
+            if any(_digest(relative) == digest for _, relative in self.files()):
                 continue
             self._put_atomic(path, self._encode(to_table(batch)))
             written.append(path)
@@ -83,13 +82,16 @@ class ReplayStore:
         put_atomic(self.fs, path, data)
 
     def files(self) -> list[tuple[int, str]]:
-        """(policy version, relative path) of every complete batch file, in a stable order."""
+        """(policy version, relative path) of every complete batch file, in a stable order. One flat listing
+        of the root (on S3 one LIST a thousand files): a glob over ``policy_version=*`` lists each version's
+        folder apart, a request per version on every poll and every write of a long run."""
         self.fs.invalidate_cache()
         found = []
-        for path in self.fs.glob(f"{self.root}/policy_version=*/batch-*.parquet"):
-            match = _FILE.search(path)
+        for path in self.fs.find(self.root):
+            relative = path[len(self.root) + 1:]
+            match = _FILE.fullmatch(relative)
             if match:
-                found.append((int(match.group(1)), path[len(self.root) + 1:]))
+                found.append((int(match.group(1)), relative))
         return sorted(found)
 
     def dataset(self) -> ds.Dataset:

@@ -77,6 +77,27 @@ def test_local_and_s3_read_back_equal(tmp_path, s3_server):
     assert not any("_tmp" in p for p in s3.find("replay"))
 
 
+def test_listing_an_s3_store_takes_one_request_however_many_versions_it_holds(s3_server):
+    """A reader polls the store every second and every write checks it: on S3 each is one LIST (a page per
+    thousand files), not one for every policy_version folder. Counted on the real server's requests."""
+    store = ReplayStore("s3://replay/run-listing", storage_options=s3_server.storage_options)
+    for version in range(12):
+        store.write(make_records(2, version=version, seed=version))
+    requests: list[str] = []
+    original = store.fs._call_s3
+
+    async def counted(method, *args, **kwargs):
+        requests.append(method)
+        return await original(method, *args, **kwargs)
+
+    store.fs._call_s3 = counted
+    assert [version for version, _ in store.files()] == list(range(12))
+    assert store.write(make_records(2, version=12, seed=99)) != [] and store.write(make_records(2, 0)) == []
+    table, _ = store.read(min_version=10)
+    assert table.num_rows == 6
+    assert requests.count("list_objects_v2") == 4  # files(), two writes' checks, read()
+
+
 def test_version_window_and_resumable_cursor(tmp_path):
     store = ReplayStore(str(tmp_path / "store"))
     for version in range(4):
