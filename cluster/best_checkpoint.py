@@ -10,6 +10,8 @@ let a policy that sent code to the wrong worker validate as well as one that did
 With a token budget (``train.val_max_worker_tokens``) the choice is constrained, not penalised:
 
     score = -inf   if worker tokens per question (averaged the same way) > budget
+                   or some domain had no validation question scored (infrastructure errors: a provider or
+                   the sandbox down), since its figure then leaves that domain out and is not comparable
 
 A penalty in the reward only prices tokens; a user with a budget wants the best policy within it, and
 a run whose policies drift either side of the line otherwise keeps whichever validated highest.
@@ -61,9 +63,18 @@ def within_budget(result: RolloutStats, train: TrainConfig) -> bool:
     return train.val_max_worker_tokens is None or validation_tokens(result, train) <= train.val_max_worker_tokens
 
 
+def not_eligible(result: RolloutStats, train: TrainConfig) -> Optional[str]:
+    """Why a validated policy cannot be kept, however it scored; None when it can."""
+    if not within_budget(result, train):
+        return "over the token budget"
+    if result.unscored_domains:
+        return f"{result.unscored_domains} domain(s) with no question scored, left out of its figure"
+    return None
+
+
 def validation_score(result: RolloutStats, train: TrainConfig) -> float:
     domains = train.val_average == "domains"
-    if not within_budget(result, train):
+    if not_eligible(result, train):
         return -math.inf
     if train.best_by == "reward":
         return result.domain_reward if domains else result.mean_reward
@@ -75,7 +86,8 @@ def validation_row(step: int, result: RolloutStats) -> dict[str, Any]:
     return {"step": step, "val_accuracy": result.accuracy, "val_format_rate": result.format_rate,
             "val_reward": result.mean_reward, "val_worker_tokens": result.worker_tokens_per_rollout,
             "val_domain_accuracy": result.domain_accuracy, "val_domain_reward": result.domain_reward,
-            "val_domain_worker_tokens": result.domain_worker_tokens, "val_infra_errors": result.infra_errors}
+            "val_domain_worker_tokens": result.domain_worker_tokens, "val_infra_errors": result.infra_errors,
+            "val_unscored_domains": result.unscored_domains}
 
 
 def void_best(state: Any, basis: str, saved_step: Optional[int]) -> Optional[str]:

@@ -312,7 +312,7 @@ class GrpoRecipe(Healing):
         better = score > state.best_val
         self.console.print(report.validation_line(result, kept=better, best_val=state.best_val,
                                                   best_step=state.best_step,
-                                                  within_budget=best.within_budget(result, self.config.train)))
+                                                  not_eligible=best.not_eligible(result, self.config.train)))
         if better:
             previous = state.best_val, state.best_step
             state.best_val, state.best_step = score, state.step

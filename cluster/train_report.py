@@ -7,7 +7,7 @@ import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -29,12 +29,13 @@ LOG_FIELDS = (  # (key, label, format)
 )
 
 
-def validation_line(result: Any, *, kept: bool, within_budget: bool, best_val: float, best_step: int) -> str:
-    """A validation's log line (``result``: its RolloutStats), ending with what it did to the kept checkpoint."""
+def validation_line(result: Any, *, kept: bool, not_eligible: Optional[str], best_val: float, best_step: int) -> str:
+    """A validation's log line (``result``: its RolloutStats), ending with what it did to the kept checkpoint
+    (``not_eligible``: why it could not be kept)."""
     note = ("best so far: kept" if kept else f"best {best_val:.3f} at step {best_step}" if best_step >= 0
             else "none kept yet")
-    if not within_budget:
-        note = f"over the token budget; {note}"
+    if not_eligible:
+        note = f"{not_eligible}; {note}"
     return (f"  validation: accuracy {result.accuracy:.3f} ({result.domain_accuracy:.3f} over domains), reward "
             f"{result.mean_reward:.3f}, format {result.format_rate:.2f}, worker tokens "
             f"{result.worker_tokens_per_rollout:,.0f} ({result.domain_worker_tokens:,.0f} over domains)  ({note})")

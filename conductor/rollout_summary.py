@@ -33,6 +33,7 @@ class RolloutStats:
     judge_tokens_per_rollout: float = 0.0
     judge_cost_usd_per_rollout: float = 0.0
     mean_score: Optional[float] = None   # over scored rollouts with a graded score; None: no graded verdicts
+    unscored_domains: int = 0            # domains none of whose rollouts could be scored: in no figure above
 
     def as_dict(self) -> dict[str, float]:
         """Every figure; ``mean_score`` only where there are graded scores."""
@@ -76,4 +77,5 @@ def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
         judge_calls_per_rollout=sum(r.judge_calls for r in records) / max(1, len(records)),
         judge_tokens_per_rollout=sum(r.judge_tokens for r in records) / max(1, len(records)),
         judge_cost_usd_per_rollout=sum(r.judge_cost_usd for r in records) / max(1, len(records)),
-        mean_score=sum(graded) / len(graded) if graded else None)
+        mean_score=sum(graded) / len(graded) if graded else None,
+        unscored_domains=len({r.domain for r in records} - {r.domain for r in scored}))

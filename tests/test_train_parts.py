@@ -127,12 +127,13 @@ def test_validation_line_says_what_happened_to_the_kept_checkpoint():
                           steps_per_workflow=2.0, conductor_tokens_per_rollout=40, worker_tokens_per_rollout=2200,
                           cost_usd_per_rollout=0.01, domain_accuracy=0.7, domain_reward=0.65,
                           domain_worker_tokens=2300)
-    kept = validation_line(result, kept=True, within_budget=True, best_val=0.5, best_step=3)
+    kept = validation_line(result, kept=True, not_eligible=None, best_val=0.5, best_step=3)
     assert kept.startswith("  validation: accuracy 0.800 (0.700 over domains)") and kept.endswith("(best so far: kept)")
     assert "worker tokens 2,200 (2,300 over domains)" in kept
-    behind = validation_line(result, kept=False, within_budget=True, best_val=0.9, best_step=20)
+    behind = validation_line(result, kept=False, not_eligible=None, best_val=0.9, best_step=20)
     assert behind.endswith("(best 0.900 at step 20)")
-    over = validation_line(result, kept=False, within_budget=False, best_val=float("-inf"), best_step=-1)
+    over = validation_line(result, kept=False, not_eligible="over the token budget", best_val=float("-inf"),
+                           best_step=-1)
     assert over.endswith("(over the token budget; none kept yet)")
 
 
@@ -315,7 +316,7 @@ def test_the_format_guard_counts_consecutive_low_steps():
 
 
 def test_validation_can_score_the_mean_over_domains_as_the_report_does():
-    from cluster.best_checkpoint import selection_basis, validation_score
+    from cluster.best_checkpoint import not_eligible, selection_basis, validation_score
     from conductor.rollout_record import RolloutRecord
     from conductor.rollout_summary import summarise
 
@@ -336,6 +337,14 @@ def test_validation_can_score_the_mean_over_domains_as_the_report_does():
     assert validation_score(stats, load_config(None, ["train.val_average=domains"]).train) == pytest.approx(0.5)
     assert selection_basis(pooled) != selection_basis(by_domain)  # a resumed run re-picks its best
     assert summarise([rec(0, "math500", True)]).domain_accuracy == 1.0
+
+    # a domain none of whose questions could be scored (its sandbox or provider down) is in no figure: the
+    # figures are over the other domains, higher than any comparable one, so that policy is not kept
+    outage = summarise([rec(i, "math500", True) for i in range(9)] + [rec(9, "code", False, "down")])
+    assert outage.unscored_domains == 1 and outage.domain_accuracy == 1.0 and stats.unscored_domains == 0
+    for config in (pooled, by_domain):
+        assert validation_score(outage, config.train) == float("-inf")
+    assert "1 domain(s) with no question scored" in not_eligible(outage, by_domain.train)
 
     # summary.json's best_val_* are the kept checkpoint's figures on the basis it was chosen on
     from cluster.best_checkpoint import validation_row
