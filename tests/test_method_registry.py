@@ -40,8 +40,10 @@ def test_the_built_in_methods_and_their_forms():
 def test_names_expand_per_worker_and_a_derived_row_brings_what_it_needs():
     context = MethodContext(ROSTER, executor=None)
     built = build_methods(["single:b", "solve_check:c>a", "moa", "oracle", "self_reflection"], context)
+    # the oracle is over every single worker, not only single:b, which was named (as a domain table names its
+    # rows): an oracle over some of them, reported as the oracle, understated it
     assert [m.name for m in built] == ["single:b", "solve_check:c>a", "moa", "self_reflection:a",
-                                       "self_reflection:b", "self_reflection:c"]  # single:b serves the oracle
+                                       "self_reflection:b", "self_reflection:c", "single:a", "single:c"]
     assert (built[1].solver, built[1].checker) == (2, 0)
     assert [m.name for m in build_methods(["oracle"], context)] == ["single:a", "single:b", "single:c"]
     with pytest.raises(ValueError, match=r"method 'single:d': no worker 'd' in the pool \(a, b, c\)"):

@@ -39,7 +39,8 @@ class MethodSpec:
     its name gives. ``workers``: ``pool`` (none: the method picks from the whole pool), ``each`` (one:
     ``kind:<worker>``, or one method per worker when no worker is named) or ``pair`` (two, always named:
     ``kind:<first>><second>``, since every ordered pair would be 49 rows on paper-7). ``build=None``: a
-    derived row computed from other methods' rows, which ``needs`` names (run when none of them is)."""
+    derived row computed from other methods' rows, which ``needs`` names (each run in full: the oracle needs
+    every single worker, even where only some were named, e.g. by a domain table's rows)."""
 
     name: str
     build: Optional[Callable[..., Method]]
@@ -113,11 +114,8 @@ def build_methods(requested: Sequence[str], context: MethodContext) -> list[Meth
         raise ValueError(f"the trained routers ({trained}) learn on the train split: evaluate on "
                          "evaluate.split=heldout (or val), not 'all' or 'train'")
     methods = [m for name, spec in zip(requested, specs) for m in _build(name, spec, context)]
-    built = {spec.name for spec in specs}
     for need in dict.fromkeys(n for spec in specs for n in spec.needs):
-        if need not in built:
-            methods += _build(need, spec_of(need), context)
-            built.add(need)
+        methods += _build(need, spec_of(need), context)
     unique: dict[str, Method] = {}
     for method in methods:
         unique.setdefault(method.name, method)
