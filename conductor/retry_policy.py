@@ -69,7 +69,7 @@ def retry_after_seconds(headers: Optional[Mapping[str, str]], cap_s: float) -> O
 
 def classify(exc: BaseException, retry_after_cap_s: float) -> Failure:
     """Map an exception from the openai client (or httpx below it) to a Failure."""
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, (openai.APITimeoutError, TimeoutError)):  # TimeoutError: a stream's whole-attempt limit
         return Failure("timeout", True, "request timed out")
     if isinstance(exc, openai.APIConnectionError):
         return Failure("connection", True, f"connection failed ({type(exc.__cause__ or exc).__name__})")

@@ -21,7 +21,7 @@ from conductor.serving.api_schema import Controls
 from conductor.serving.cost_bounds import workflow_bounds
 from conductor.serving.orchestrator import Orchestrator, ServeRequest
 from conductor.workflow import parse_workflow
-from tests.support.reply_server import ReplyServer, completion
+from tests.support.reply_server import ReplyServer, Streamed, chunk, completion
 from tests.test_serve_orchestrator import QUESTION, CharTokenizer, ScriptedConductor
 
 SLOW_S = 3.0  # a reply this slow times out an attempt allowed TIMEOUT_S
@@ -115,6 +115,27 @@ def test_an_attempt_sent_that_timed_out_is_unsettled_and_not_retried_under_a_cap
         else:
             assert isinstance(outcome, WorkerCallError) and outcome.kind == "timeout"
             assert outcome.unsettled_attempts == 1 and outcome.retries == 0 and server.requests == 1
+
+
+def test_a_streamed_attempt_that_times_out_before_its_first_piece_is_retried():
+    """A stream's whole-attempt limit (asyncio's TimeoutError) is a timeout like any other: retried while no
+    text was passed on (it was an "unexpected" failure, final), its bill unknown."""
+    slow_then_quick = {"count": 0}
+
+    def reply(body):
+        slow_then_quick["count"] += 1
+        if slow_then_quick["count"] == 1:
+            time.sleep(SLOW_S)
+        return 200, Streamed((chunk(body["model"], "The answer is 42"), chunk(body["model"], finish="stop")))
+
+    server = ReplyServer(reply)
+    try:
+        pieces: list[str] = []
+        answered, _ = call(server, ["w"], "w", on_delta=pieces.append)
+    finally:
+        server.close()
+    assert isinstance(answered, ChatResult) and answered.text == "The answer is 42" == "".join(pieces)
+    assert answered.retries == 1 and answered.unsettled_attempts == 1
 
 
 def served(server, conductor_output, cap):
