@@ -42,6 +42,7 @@ from conductor.response_cache_config import ResponseCacheConfig
 log = logging.getLogger(__name__)
 ACTOR_PREFIX = "conductor-worker-pool"
 RESTART_POLL_S = 0.5
+CALL_PROTOCOL = 2  # the actor's call signature: a detached actor of other code is refused, not called wrongly
 FLUSH_TIMEOUT_S = 300.0  # for every pool actor to write its new cached answers (one shard each) as a run ends
 
 
@@ -55,7 +56,7 @@ class WorkerPoolActor:
         # restarted, it counts on from the segment's start (its calls since are counted again: answers this run got
         # may be served again until the next resume, which reads the larger counts its checkpoints kept)
         self.calls = with_cache(self.client, cache or ResponseCacheConfig(), seen=occurrences)
-        self.config = (provider, sorted(workers, key=lambda w: w.id), cache or ResponseCacheConfig())
+        self.config = (CALL_PROTOCOL, provider, sorted(workers, key=lambda w: w.id), cache or ResponseCacheConfig())
         self.metrics = Families("conductor_pool", run=run_name, provider=provider.id)
         self.rate_limited = 0
 
@@ -131,7 +132,7 @@ class WorkerPoolActor:
         """The response cache's count of each request so far (nothing with the cache off)."""
         return self.calls.occurrences() if isinstance(self.calls, CachedClient) else {}
 
-    def spec(self) -> tuple[ProviderSpec, list[WorkerSpec], ResponseCacheConfig]:
+    def spec(self) -> tuple[int, ProviderSpec, list[WorkerSpec], ResponseCacheConfig]:
         return self.config
 
     def pid(self) -> int:
@@ -184,10 +185,10 @@ class RayPool:
                                             **where, **lifetime).remote(spec, workers, seed, run_name, config.cache,
                                                                         (occurrences or {}).get(spec.id))
             running = ray.get(actor.spec.remote())
-            if running != (spec, sorted(workers, key=lambda w: w.id), config.cache):
+            if running != (CALL_PROTOCOL, spec, sorted(workers, key=lambda w: w.id), config.cache):
                 raise ValueError(f"a WorkerPool actor for provider {spec.id!r} already runs in this Ray namespace "
-                                 f"with a different provider or worker config (or pool.cache); stop it or use "
-                                 f"another namespace")
+                                 f"with a different provider or worker config (or pool.cache, or from other code); "
+                                 f"stop it or use another namespace")
             self.actors[spec.id] = actor
 
     async def chat(self, worker_id: str, messages: Messages, params: Optional[dict[str, Any]] = None,
@@ -200,14 +201,15 @@ class RayPool:
             raise WorkerCallError(worker_id, "not_found", "no such worker in the pool")
         deadline = time.monotonic() + self.deadlines[provider]
         actor = self.actors[provider]
+        limit = {} if max_billable_attempts is None else {"max_billable_attempts": max_billable_attempts}
         while True:
             passed_on = False
             try:
                 if on_delta is None:
-                    outcome = await actor.chat.remote(worker_id, messages, params, max_billable_attempts)
+                    outcome = await actor.chat.remote(worker_id, messages, params, **limit)
                     break
                 streamed = actor.chat_stream.options(num_returns="streaming")
-                async for ref in streamed.remote(worker_id, messages, params, max_billable_attempts):
+                async for ref in streamed.remote(worker_id, messages, params, **limit):
                     outcome = await ref
                     if "delta" in outcome:
                         passed_on = True

@@ -130,7 +130,7 @@ class GroupCollector:
                         target += wanted - useful
                         self.staleness.discard(wanted - useful)
                 elif len(taken) < target:
-                    if not self.feed.busy and self.staleness.capacity() == 0 and not self.feed.unlisted:
+                    if not self.feed.busy and self.staleness.capacity() == 0 and not self._awaiting_listing():
                         raise RuntimeError(f"rollouts stalled: {len(taken)} of {target} groups, none in flight "
                                            f"({self.staleness})")
                     if time.monotonic() - progress_at > self.stall_timeout_s:
@@ -170,8 +170,8 @@ class GroupCollector:
         while len(taken) < count and self.requested:
             batch_id, group_id = self.requested[0]
             group = self.buffer.pop(group_id)
-            if group is None and (batch_id not in self.feed.came_back or group_id in self.feed.unlisted):
-                break
+            if group is None and (batch_id not in self.feed.came_back or not self.feed.take_unstored(group_id)):
+                break  # still out, or stored and not yet listed (a store's listing may lag its write)
             self.requested.popleft()
             self.outstanding.pop(group_id, None)
             if group is None:
@@ -179,6 +179,10 @@ class GroupCollector:
             else:
                 taken.append(group)
         return taken
+
+    def _awaiting_listing(self) -> bool:
+        """In request order: the next group came back stored, and the store does not list it yet."""
+        return self.in_request_order and bool(self.requested) and self.requested[0][0] in self.feed.came_back
 
     def _forget(self, group_ids: Iterable[str]) -> None:
         """Groups taken, dropped or given up: no step waits for them, and a resumed run does not draw them again."""
@@ -205,7 +209,6 @@ class GroupCollector:
         before version ``oldest``."""
         table, self.cursor = self.store.read(min_version=self.first_version, cursor=self.cursor)
         records = from_table(table)
-        self.feed.listed({record.group_id for record in records})
         orphans = {record.group_id for record in records} & self.given_up_groups  # written after the give-up
         if orphans:
             self.count("orphaned_groups_ignored", len(orphans))

@@ -11,7 +11,7 @@ replay-only response cache without the answer (``ReplayMiss``) stops the run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -42,7 +42,7 @@ class RolloutFeed:
         self.retrying: list[tuple[float, RolloutRequest, int, int]] = []  # (not before, request, attempt, last actor)
         self.finished: dict[str, RolloutReceipt] = {}
         self.came_back: set[str] = set()  # the batch id of every request that came back, whoever polled
-        self.unlisted: set[str] = set()  # groups a request that came back stored, not yet read from the store
+        self.unstored: set[str] = set()  # groups of requests that came back without storing them (take_unstored)
         self.given_up: list[RolloutRequest] = []
         self.counters = FeedCounters()
 
@@ -82,15 +82,19 @@ class RolloutFeed:
                 self._give_up(request)
                 continue
             self.came_back.add(receipt.batch_id)
-            self.unlisted.update(receipt.stored)
+            if request.write:
+                self.unstored.update(set(request.group_ids()) - set(receipt.stored))
             if request.return_records:
                 self.finished[receipt.batch_id] = receipt  # for ``run`` to return
             receipts.append(receipt)
         return receipts
 
-    def listed(self, group_ids: Iterable[str]) -> None:
-        """These groups were read from the store: none is still awaited."""
-        self.unlisted.difference_update(group_ids)
+    def take_unstored(self, group_id: str) -> bool:
+        """True (once) when this group's request came back without storing it: it will never be listed."""
+        if group_id in self.unstored:
+            self.unstored.discard(group_id)
+            return True
+        return False
 
     def wait_sampled(self, timeout_s: float, on_wait: Callable[[], None] = lambda: None, pause_s: float = 0.05,
                      ) -> bool:

@@ -64,6 +64,6 @@ class WorkerPoolClient(Protocol):
                    max_billable_attempts: Optional[int] = None) -> ChatResult:
         """``on_delta``: stream the reply into it as it arrives (a pool that cannot stream may hand it the
         whole text at once); the result is the same either way. ``max_billable_attempts``: no retry once this
-        many attempts have been, or may have been, billed (a cost cap's; failures answered with an HTTP error
-        status are not billed and are retried as usual). The executor passes it only when it is set, so a pool
-        without the keyword works wherever no cap asks for it."""
+        many attempts have been, or may have been, billed (a cost cap's; a request the provider refused, a 429
+        or a 503, is not billed and is retried as usual). The executor passes it only when it is set, so a
+        pool without the keyword works wherever no cap asks for it."""

@@ -101,11 +101,18 @@ def hidden_tokens(usage: Any) -> int:
     return int(getattr(details, "reasoning_tokens", None) or 0)
 
 
+def refused(status: Optional[int]) -> bool:
+    """An HTTP status that says the provider turned the request away before doing its work: a 429, a 503, a
+    client error. A 408, a 500, a gateway's 502/504 or Cloudflare's 52x can come after the work was done (a
+    proxy that gave up on an upstream still generating) and are not known to be unbilled."""
+    return status is not None and (status in (429, 503) or (400 <= status < 500 and status != 408))
+
+
 @dataclasses.dataclass
 class _CallBill:
-    """What one call's failed attempts cost: billed ones counted at their usage, and those sent that ended
-    with no HTTP status (a timeout, a dropped connection, a reply that could not be read), whose bill is
-    unknown. A failure with a status (429, 5xx) was refused before any work: not billed."""
+    """What one call's failed attempts cost: billed ones counted at their usage, and the others sent whose
+    bill is unknown (a timeout, a dropped connection, a reply that could not be read, a gateway's 5xx):
+    unsettled. Only a request the provider refused (``refused``) or never received is known to be unbilled."""
 
     usd: float = 0.0
     billed: int = 0
@@ -115,7 +122,7 @@ class _CallBill:
         if failure.billed_usd is not None:
             self.usd += failure.billed_usd
             self.billed += 1
-        elif sent and failure.status is None:
+        elif sent and not refused(failure.status):
             self.unsettled += 1
 
     @property

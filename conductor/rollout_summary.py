@@ -78,4 +78,4 @@ def summarise(records: Sequence[RolloutRecord]) -> RolloutStats:
         judge_tokens_per_rollout=sum(r.judge_tokens for r in records) / max(1, len(records)),
         judge_cost_usd_per_rollout=sum(r.judge_cost_usd for r in records) / max(1, len(records)),
         mean_score=sum(graded) / len(graded) if graded else None,
-        unscored_domains=len({r.domain for r in records} - {r.domain for r in scored}))
+        unscored_domains=len({r.domain or "" for r in records} - {r.domain or "" for r in scored}))

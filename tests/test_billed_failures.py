@@ -34,7 +34,8 @@ def ask(text):
 
 def provider_behaviour(answers):
     """Each model's replies in turn (the last one repeats): "abort" bills the whole max_tokens and gives up,
-    "slow" answers after the attempt's timeout, "busy" is a 503 (refused before any work), "ok" answers."""
+    "slow" answers after the attempt's timeout, "busy" is a 503 (refused before any work), "gateway" a proxy's
+    504 (the provider behind it may have done the work), "ok" answers."""
     counts: dict[str, int] = {}
 
     def reply(body):
@@ -47,6 +48,8 @@ def provider_behaviour(answers):
             return 200, completion(model, "The answer is", "abort", completion_tokens=limit)
         if step == "busy":
             return 503, {"error": {"message": "overloaded"}}
+        if step == "gateway":
+            return 504, {"error": {"message": "upstream timed out"}}
         if step == "slow":
             time.sleep(SLOW_S)
         return 200, completion(model, "The answer is 42", completion_tokens=min(limit, 6))
@@ -79,7 +82,8 @@ def call(server, answers_for, worker_id, **kwargs):
 
 
 def test_a_call_counts_what_its_failed_attempts_were_billed_and_a_cap_stops_its_retries():
-    answers = {"flaky": ["abort", "ok"], "down": ["abort"], "busy": ["busy", "busy", "ok"]}
+    answers = {"flaky": ["abort", "ok"], "down": ["abort"], "busy": ["busy", "busy", "ok"],
+               "proxied": ["gateway", "ok"]}
     server = ReplyServer(provider_behaviour(answers))
     try:
         answered, stats = call(server, answers, "flaky")
@@ -99,6 +103,10 @@ def test_a_call_counts_what_its_failed_attempts_were_billed_and_a_cap_stops_its_
 
         refused, stats = call(server, answers, "busy", max_billable_attempts=1)  # a 503 is not billed: retried
         assert isinstance(refused, ChatResult) and refused.retries == 2 and refused.failed_attempts_usd == 0
+        assert refused.unsettled_attempts == 0
+
+        proxied, _ = call(server, answers, "proxied", max_billable_attempts=1)  # a 504: the bill is unknown
+        assert isinstance(proxied, WorkerCallError) and proxied.unsettled_attempts == 1 and proxied.retries == 0
     finally:
         server.close()
 

@@ -38,7 +38,7 @@ class OrderedFeed:
         self.in_flight: list[tuple[RolloutRequest, int]] = []
         self.given_up: list[RolloutRequest] = []
         self.came_back: set[str] = set()
-        self.unlisted: set[str] = set()
+        self.unstored: set[str] = set()
         self.counters = type("Counters", (), {"given_up": 0})()
 
     @property
@@ -69,11 +69,14 @@ class OrderedFeed:
             return []
         self.came_back.add(request.batch_id)
         stored = () if request.batch_id in self.unwritten else request.group_ids()
-        self.unlisted.update(stored)
+        self.unstored.update(set(request.group_ids()) - set(stored))
         return [RolloutReceipt(request.batch_id, len(request.tasks), (version,), stored=stored)]
 
-    def listed(self, group_ids) -> None:
-        self.unlisted.difference_update(group_ids)
+    def take_unstored(self, group_id) -> bool:
+        if group_id in self.unstored:
+            self.unstored.discard(group_id)
+            return True
+        return False
 
     def wait_sampled(self, timeout_s: float, on_wait=lambda: None) -> bool:
         self.waits = getattr(self, "waits", 0) + 1
@@ -128,6 +131,7 @@ def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, u
     in_flight = sum(len(request.tasks) for request, _ in feed.in_flight)
     if in_request_order:
         assert staleness.started - staleness.discarded == trained_groups + len(collector.requested)
+        assert feed.unstored <= {group_id for _, group_id in collector.requested}  # nothing kept past its use
     else:
         assert staleness.started - staleness.discarded == trained_groups + len(collector.buffer) + in_flight
     assert getattr(feed, "waits", 0) == (steps if in_request_order else 0)
@@ -214,10 +218,8 @@ def test_a_learner_rebuilt_while_the_step_settles_leaves_no_group_below_the_new_
 
     class Feed:
         actors, busy, came_back, counters = [object()], False, set(), type("C", (), {"given_up": 0})()
-        unlisted = frozenset()  # every group is listed as soon as it is written
-
-        def listed(self, group_ids):
-            pass
+        def take_unstored(self, group_id):
+            return False  # every request stores its groups
 
         def submit(self, request):
             store.write([RolloutRecord(rollout_id=f"{group_id}-s{s}", group_id=group_id, question_id=task.id,

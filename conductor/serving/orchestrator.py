@@ -12,7 +12,8 @@ Rules, in the order they apply:
 - Cost cap (the smaller of ``conductor.max_cost_usd`` and ``serve.limits.max_cost_usd``): if no allowed
   worker can answer in one step within it, the request is refused with a 400 before anything is spent.
   A workflow is cut to its longest prefix whose worst-case cost fits what is left (cost_bounds.py). Under a
-  cap each call makes at most one attempt that may be billed (one refused with an HTTP status is retried):
+  cap each call makes at most one attempt that may be billed (one the provider refused, a 429 or 503, is
+  retried):
   what is left counts failed attempts billed, and those whose bill is unknown (a timeout, a step cancelled
   in flight) at their worst case, so the fallback and later rounds keep the cap too.
 - The Conductor's output is parsed with the training limit of steps and cut to the request's; output that
