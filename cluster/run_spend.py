@@ -14,7 +14,7 @@ from conductor.config import Config
 from conductor.cost_forecast import CostHistory, RunShape, forecast, heldout_estimate
 from conductor.run_output import RunOutput
 from conductor.spend_cap import BudgetStop, SetupStopped, budget_stop, setup_stop
-from conductor.spend_meter import ByProvider, SpendMeter, add, read_ledger, write_ledger
+from conductor.spend_meter import ByProvider, SpendMeter, add, read_ledger, read_unsettled, write_ledger
 
 Snapshot = dict[str, dict[str, Any]]  # provider -> its pool actor's counters (RayPool.stats)
 
@@ -27,7 +27,8 @@ class RunSpend:
     def __init__(self, config: Config, out: RunOutput):
         """A resumed run carries what its earlier segments spent; a fresh one starts at nothing."""
         self.config, self.out = config, out
-        self.meter = SpendMeter(read_ledger(out) if config.train.resume else {})
+        resume = config.train.resume
+        self.meter = SpendMeter(read_ledger(out) if resume else {}, read_unsettled(out) if resume else {})
         self.mark: ByProvider = {}          # spent at the last step boundary
         self.validations: ByProvider = {}   # validation costs since then
         self.before_validation: ByProvider = {}
@@ -37,7 +38,7 @@ class RunSpend:
     def check(self, estimate: ByProvider, what: str) -> None:
         """Before a measurement outside the loop (conductor/spend_cap.py's setup rule): stop if it would pass
         a cap."""
-        stop = setup_stop(self.config.budget.caps(), self.meter.spent(), estimate, what)
+        stop = setup_stop(self.config.budget.caps(), self.meter.at_most(), estimate, what)
         if stop is not None:
             raise SetupStopped(stop)
 
@@ -46,7 +47,7 @@ class RunSpend:
         the held-out baselines)."""
         self.meter.add(spent)
         self.segment[phase] += sum(spent.values())
-        write_ledger(self.out, self.meter.spent())
+        write_ledger(self.out, self.meter.spent(), self.meter.unsettled_total())
 
     def attach(self, snapshot: Snapshot, *, val_questions: int, heldout_questions: int) -> None:
         """From now on read the pool actors' counters; this ``snapshot`` is their zero."""
@@ -58,8 +59,9 @@ class RunSpend:
     def read(self, snapshot: Snapshot) -> ByProvider:
         """Spent so far, by provider; an actor missing from ``snapshot`` (restarting) is read the next time."""
         spent = self.meter.read({provider: stats["cost_usd"] for provider, stats in snapshot.items()},
-                                {provider: stats.get("incarnation") for provider, stats in snapshot.items()})
-        write_ledger(self.out, spent)
+                                {provider: stats.get("incarnation") for provider, stats in snapshot.items()},
+                                {provider: stats.get("unsettled_usd", 0.0) for provider, stats in snapshot.items()})
+        write_ledger(self.out, spent, self.meter.unsettled_total())
         return spent
 
     def validation_started(self, snapshot: Snapshot) -> None:
@@ -97,14 +99,15 @@ class RunSpend:
         caps = self.config.budget.caps()
         if not caps:
             return None
-        return budget_stop(caps, self.meter.spent(), CostHistory.of(state.history, state.evals), state.step, self.shape)
+        return budget_stop(caps, self.meter.at_most(), CostHistory.of(state.history, state.evals), state.step,
+                           self.shape)
 
     def check_heldout(self, snapshot: Snapshot, state: Any) -> None:
         """The setup rule before the closing held-out evaluation, estimated as the loop's reserve was: a run
         stopped by its cap reserved it, but a resumed segment whose cap is still spent would pay for it again."""
         self.read(snapshot)
         estimate = heldout_estimate(CostHistory.of(state.history, state.evals), self.shape)
-        stop = setup_stop(self.config.budget.caps(), self.meter.spent(), estimate, "the held-out evaluation")
+        stop = setup_stop(self.config.budget.caps(), self.meter.at_most(), estimate, "the held-out evaluation")
         if stop is not None:
             raise SetupStopped(dataclasses.replace(stop, basis="from the measured steps and validations",
                                                    smaller="train.heldout_questions"))
@@ -118,6 +121,7 @@ class RunSpend:
         segment = sum(spent.values()) - sum(self.meter.carried.values())
         phases = dict(self.segment, closing=segment - sum(self.segment.values()))
         return {"spent_usd": sum(spent.values()), "spent_usd_by_provider": dict(sorted(spent.items())),
+                "unsettled_usd_max": sum(self.meter.unsettled_total().values()),
                 "segment_spend_usd": phases,
                 "budget_usd": budget.max_usd, "budget_usd_per_provider": dict(budget.max_usd_per_provider),
                 "stopped": None, **(stop.summary() if stop else {}),

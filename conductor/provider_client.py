@@ -151,7 +151,7 @@ class ProviderClient:
         self.rng = random.Random(seed)
         self.incarnation = uuid.uuid4().hex  # new at every start: a reader tells a restart by it
         self.stats = {"calls": 0, "attempts": 0, "retries": 0, "failures": 0, "rate_limited": 0,
-                      "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+                      "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unsettled_usd": 0.0}
 
     def snapshot(self) -> dict[str, Any]:
         """Counters for dashboards, tests and conductor/pool_utilisation.py (never the key)."""
@@ -201,6 +201,10 @@ class ProviderClient:
                     try:
                         attempt = self._attempt_streamed if on_delta is not None else self._attempt
                         result, failure = await attempt(worker, messages, request, deadline, call_id, on_delta)
+                    except asyncio.CancelledError:  # stopped while the provider may be working on it
+                        if permit.sent:
+                            self.stats["unsettled_usd"] += self._worst_case(worker, charge_estimate, request)
+                        raise
                     finally:
                         _SENDING.reset(sending)
                     if result is not None:
@@ -208,7 +212,10 @@ class ProviderClient:
                         self.limits.record_success()
                     else:
                         assert failure is not None
+                        unsettled = bill.unsettled
                         bill.add(failure, permit.sent)
+                        if bill.unsettled > unsettled:
+                            self.stats["unsettled_usd"] += self._worst_case(worker, charge_estimate, request)
                         if failure.kind == "rate_limited":
                             self.limits.record_rate_limited()
             except LimitWaitTooLong as exc:
@@ -318,6 +325,14 @@ class ProviderClient:
         log.debug("provider %s worker %s attempt failed: %s", self.spec.id, worker.id, failure.kind)
         return Failure(failure.kind, failure.retryable, self._scrub(failure.message), failure.status,
                        failure.retry_after_s)
+
+    @staticmethod
+    def _worst_case(worker: WorkerSpec, charge_estimate: int, request: dict[str, Any]) -> float:
+        """An attempt whose bill is unknown, priced as if its whole reply limit was spent (the prompt at its
+        estimate): what a spend cap counts it at (``stats["unsettled_usd"]``)."""
+        completion = int(request.get("max_tokens", 0))
+        return ((charge_estimate - completion) * (worker.price_in_per_m or 0.0)
+                + completion * (worker.price_out_per_m or 0.0)) / 1e6
 
     def _charge(self, worker: WorkerSpec, prompt_tokens: int, completion_tokens: int) -> float:
         """Count what one billed attempt cost, whether or not its answer is usable."""

@@ -1,7 +1,8 @@
 """The spend cap's stop rule (``budget`` section), checked by cluster/grpo_recipe.py before every training step.
 
 For each cap in force (``budget.max_usd`` over all providers, ``budget.max_usd_per_provider`` for one), with
-``S`` what the run has spent under it so far (every segment: conductor/spend_meter.py) and the step and
+``S`` what the run has spent under it so far (every segment, and attempts whose bill is unknown at their worst
+case: conductor/spend_meter.py ``at_most``) and the step and
 validation costs measured so far (conductor/cost_forecast.py's v and h):
 
     next    = (1 + a) x max(cost of each of the last RECENT_STEPS steps)  +  [the next step validates] x v

@@ -112,12 +112,16 @@ def test_a_call_counts_what_its_failed_attempts_were_billed_and_a_cap_stops_its_
 
 
 def test_an_attempt_sent_that_timed_out_is_unsettled_and_not_retried_under_a_cap():
+    from conductor.provider_client import estimate_prompt_tokens
+
+    worst_case = (estimate_prompt_tokens(ask("q")) * 1e3 + 16 * 4e3) / 1e6  # the prompt, and all of max_tokens
     for cap in (None, 1):
         server = ReplyServer(provider_behaviour({"slow": ["slow", "ok"]}))
         try:
-            outcome, _ = call(server, ["slow"], "slow", max_billable_attempts=cap)
+            outcome, stats = call(server, ["slow"], "slow", max_billable_attempts=cap)
         finally:
             server.close()
+        assert stats["unsettled_usd"] == pytest.approx(worst_case)  # what a training run's spend cap counts
         if cap is None:  # retried, and answered
             assert isinstance(outcome, ChatResult) and outcome.unsettled_attempts == 1 and outcome.retries == 1
         else:

@@ -8,7 +8,7 @@ from conductor.config_loader import load_config
 from conductor.cost_forecast import CostHistory, RunShape, forecast, heldout_estimate
 from conductor.run_output import RunOutput
 from conductor.spend_cap import HEADROOM, budget_stop, next_step_cost, setup_stop
-from conductor.spend_meter import SpendMeter, read_ledger, write_ledger
+from conductor.spend_meter import SpendMeter, read_ledger, read_unsettled, write_ledger
 from tests.support.toy_warm_start import TOY_CONFIG
 
 SHAPE = RunShape(steps=20, eval_every=5, val_questions=10, heldout_questions=40, rollouts_per_step=8)
@@ -27,6 +27,21 @@ def test_the_meter_counts_counter_rises_carries_earlier_segments_and_survives_a_
     assert read_ledger(out) == {}
     write_ledger(out, meter.spent())
     assert read_ledger(out) == pytest.approx(meter.spent())
+
+
+def test_attempts_whose_bill_is_unknown_count_against_a_cap_at_their_worst_case(tmp_path):
+    """A timed-out attempt is in no bill the pool saw: the pool counts it at its worst case (unsettled_usd),
+    and the cap is kept on what the run can have been billed, carried across segments by the ledger."""
+    meter = SpendMeter({"p": 1.0}, {"p": 0.25})
+    meter.read({"p": 0.0}, None, {"p": 0.0})
+    meter.read({"p": 2.0}, None, {"p": 0.5})
+    assert meter.spent() == pytest.approx({"p": 3.0}) and meter.at_most() == pytest.approx({"p": 3.75})
+    out = RunOutput(str(tmp_path), "run")
+    write_ledger(out, meter.spent(), meter.unsettled_total())
+    assert read_unsettled(out) == pytest.approx({"p": 0.75}) and read_ledger(out) == pytest.approx({"p": 3.0})
+    caps = {None: 3.5}
+    assert setup_stop(caps, meter.spent(), {"p": 0.3}, "x") is None  # the bills alone would leave room
+    assert setup_stop(caps, meter.at_most(), {"p": 0.3}, "x") is not None
 
 
 def test_a_restart_that_outspent_the_last_reading_is_told_by_its_incarnation():
