@@ -42,10 +42,10 @@ class RunSpend:
         if stop is not None:
             raise SetupStopped(stop)
 
-    def add(self, spent: ByProvider, phase: str) -> None:
+    def add(self, spent: ByProvider, unsettled: Optional[ByProvider] = None, *, phase: str) -> None:
         """A spend outside the pool actors: an in-process pool's (the warm start's measured prior or menu,
-        the held-out baselines)."""
-        self.meter.add(spent)
+        the held-out baselines), and its attempts whose bill is unknown at their worst case."""
+        self.meter.add(spent, unsettled)
         self.segment[phase] += sum(spent.values())
         write_ledger(self.out, self.meter.spent(), self.meter.unsettled_total())
 

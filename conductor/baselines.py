@@ -101,10 +101,10 @@ def run_baselines(config: Config, tasks: Sequence[Task], tokenizer: Any, seed: i
 
     spent: dict[str, float] = {}
 
-    def counted(by_provider: dict[str, float]) -> None:
+    def counted(by_provider: dict[str, float], unsettled: dict[str, float]) -> None:
         spent.update(by_provider)
         if on_spend is not None:
-            on_spend(by_provider)
+            on_spend(by_provider, unsettled)
 
     results = on_local_pool(config.pool, lambda pool: evaluate_baselines(config, tasks, tokenizer, pool, seed),
                             seed=seed, on_spend=counted)

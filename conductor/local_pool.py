@@ -40,7 +40,8 @@ class LocalPool:
 
 
 T = TypeVar("T")
-SpendSink = Callable[[dict[str, float]], None]  # told what an in-process pool spent, by provider
+# told what an in-process pool spent, by provider, and its attempts whose bill is unknown at their worst case
+SpendSink = Callable[[dict[str, float], dict[str, float]], None]
 
 
 def on_local_pool(config: PoolConfig, work: Callable[[LocalPool], Awaitable[T]], *, seed: Optional[int] = None,
@@ -59,7 +60,9 @@ def on_local_pool(config: PoolConfig, work: Callable[[LocalPool], Awaitable[T]],
             with signals_held():  # a signal now would cut the ledger's write or the cache's flush in two
                 try:
                     if on_spend is not None:
-                        on_spend({provider: float(stats["cost_usd"]) for provider, stats in pool.stats().items()})
+                        stats = pool.stats()
+                        on_spend({provider: float(s["cost_usd"]) for provider, s in stats.items()},
+                                 {provider: float(s.get("unsettled_usd", 0.0)) for provider, s in stats.items()})
                 finally:  # a ledger that cannot be written still leaves the cache's answers stored
                     await pool.close()
 

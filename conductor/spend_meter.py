@@ -60,9 +60,10 @@ class SpendMeter:
         self.unsettled = add(self.unsettled, {provider: rise["unsettled"] for provider, rise in rises.items()})
         return self.spent()
 
-    def add(self, spent: Mapping[str, float]) -> None:
-        """A spend made outside the counters read here."""
+    def add(self, spent: Mapping[str, float], unsettled: Optional[Mapping[str, float]] = None) -> None:
+        """A spend made outside the counters read here (and its unknown bills at their worst case)."""
         self.counted = add(self.counted, spent)
+        self.unsettled = add(self.unsettled, unsettled or {})
 
     def spent(self) -> ByProvider:
         return add(self.carried, self.counted)

@@ -73,8 +73,8 @@ def test_one_reading_per_boundary_feeds_the_spend_the_cache_and_the_training_spa
     config = load_config(TOY_CONFIG, ["train.steps=4", "train.eval_every=2"])
     pool = CountingPool()
     spend = RunSpend(config, RunOutput(str(tmp_path), "run"))
-    spend.add({"sim": 0.125}, "warm_start")  # the warm start's measured menu
-    spend.add({"sim": 0.25}, "baselines")
+    spend.add({"sim": 0.125}, phase="warm_start")  # the warm start's measured menu
+    spend.add({"sim": 0.25}, {"sim": 0.5}, phase="baselines")  # with an attempt whose bill is unknown
     meters = PoolMeters(pool, spend, caching=True, val_questions=6, heldout_questions=6)
     state = TrainState()
     meters.resume_training()
@@ -93,7 +93,7 @@ def test_one_reading_per_boundary_feeds_the_spend_the_cache_and_the_training_spa
     assert meters.step_row(state)["step_cost_usd"] == pytest.approx(1.0)
     assert meters.stop_before_next(state) is None and pool.reads == 6  # no caps; no reading of its own
     summary = meters.summary(state, None)
-    assert summary["spent_usd"] == pytest.approx(3.875)
+    assert summary["spent_usd"] == pytest.approx(3.875) and summary["unsettled_usd_max"] == pytest.approx(0.5)
     assert summary["segment_spend_usd"] == pytest.approx(
         {"warm_start": 0.125, "baselines": 0.25, "training_steps": 3.0, "validations": 0.5, "closing": 0.0})
     training = summary["training_pool"]["sim"]
