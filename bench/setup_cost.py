@@ -49,7 +49,8 @@ def measure(config_path: str, overrides: list[str]) -> list[tuple[str, float, fl
         if estimate is not None:
             spent: dict[str, float] = {}
             measuring = measure_menu if config.sft.worker_prior == "workflow_reward" else measure_prior
-            measuring(config, splits.train, PromptIds(), seed=config.seed, on_spend=spent.update)
+            measuring(config, splits.train, PromptIds(), seed=config.seed,
+                      on_spend=lambda billed, unsettled: spent.update(billed))
             rows.append((f"warm start ({config.sft.worker_prior})", sum(estimate.values()), sum(spent.values())))
         _, spent = run_baselines(config, splits.heldout, PromptIds(), seed=config.seed)
         rows.append((f"held-out baselines ({len(splits.heldout)} questions)",
