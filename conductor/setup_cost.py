@@ -36,8 +36,9 @@ class SetupSpend(Protocol):
     def check(self, estimate: ByProvider, what: str) -> None:
         """Raise conductor.spend_cap.SetupStopped when ``what``, estimated at ``estimate``, would pass a cap."""
 
-    def add(self, spent: ByProvider, phase: str) -> None:
-        """``spent`` by an in-process pool, counted under ``phase`` (``warm_start``, ``baselines``)."""
+    def add(self, spent: ByProvider, unsettled: Optional[ByProvider] = None, *, phase: str) -> None:
+        """``spent`` by an in-process pool, counted under ``phase`` (``warm_start``, ``baselines``), and its
+        attempts whose bill is unknown at their worst case (``unsettled``)."""
 
 
 class WorkflowPricer:

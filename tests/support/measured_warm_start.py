@@ -18,7 +18,7 @@ class SpendRecorder:
     def check(self, estimate, what):
         self.estimates.append((what, estimate))
 
-    def add(self, spent, phase):
+    def add(self, spent, unsettled=None, *, phase):
         assert phase == "warm_start"
         self.spent.update(spent)
 
