@@ -372,9 +372,8 @@ class GrpoRecipe(Healing):
             self.learners.run(self._publish)
             self.console.print(f"evaluating the best validated policy (step {chosen.step}, val {chosen.best_val:.3f})")
         elif state.evals:
-            self.console.print("[yellow]no validated policy could be kept (over train.val_max_worker_tokens, or a "
-                               "domain with no question scored; the validation lines say which): evaluating the "
-                               "last[/]")
+            self.console.print("[yellow]no validated policy could be kept (the validation lines say why): "
+                               "evaluating the last[/]")
         with Timer("heldout_evaluation", self.phases):
             heldout = self.evaluate(list(self.splits.heldout))
         report.warn_infra_errors(self.console, "held-out evaluation", heldout.infra_errors)

@@ -101,6 +101,11 @@ def hidden_tokens(usage: Any) -> int:
     return int(getattr(details, "reasoning_tokens", None) or 0)
 
 
+def price(worker: WorkerSpec, prompt_tokens: int, completion_tokens: int) -> float:
+    """$ for these tokens at the worker's prices (one definition: the bills, the worst cases, the cap's bounds)."""
+    return (prompt_tokens * (worker.price_in_per_m or 0.0) + completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
+
+
 def refused(status: Optional[int]) -> bool:
     """An HTTP status that says the provider turned the request away before doing its work: a 429, a 503, a
     client error. A 408, a 500, a gateway's 502/504 or Cloudflare's 52x can come after the work was done (a
@@ -118,12 +123,15 @@ class _CallBill:
     billed: int = 0
     unsettled: int = 0
 
-    def add(self, failure: Failure, sent: bool) -> None:
+    def add(self, failure: Failure, sent: bool) -> bool:
+        """Count a failed attempt; True when its bill is unknown."""
         if failure.billed_usd is not None:
             self.usd += failure.billed_usd
             self.billed += 1
-        elif sent and not refused(failure.status):
-            self.unsettled += 1
+            return False
+        unsettled = sent and not refused(failure.status)
+        self.unsettled += unsettled
+        return unsettled
 
     @property
     def billable(self) -> int:
@@ -212,9 +220,7 @@ class ProviderClient:
                         self.limits.record_success()
                     else:
                         assert failure is not None
-                        unsettled = bill.unsettled
-                        bill.add(failure, permit.sent)
-                        if bill.unsettled > unsettled:
+                        if bill.add(failure, permit.sent):
                             self.stats["unsettled_usd"] += self._worst_case(worker, charge_estimate, request)
                         if failure.kind == "rate_limited":
                             self.limits.record_rate_limited()
@@ -331,13 +337,11 @@ class ProviderClient:
         """An attempt whose bill is unknown, priced as if its whole reply limit was spent (the prompt at its
         estimate): what a spend cap counts it at (``stats["unsettled_usd"]``)."""
         completion = int(request.get("max_tokens", 0))
-        return ((charge_estimate - completion) * (worker.price_in_per_m or 0.0)
-                + completion * (worker.price_out_per_m or 0.0)) / 1e6
+        return price(worker, charge_estimate - completion, completion)
 
     def _charge(self, worker: WorkerSpec, prompt_tokens: int, completion_tokens: int) -> float:
         """Count what one billed attempt cost, whether or not its answer is usable."""
-        cost = (prompt_tokens * (worker.price_in_per_m or 0.0)
-                + completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
+        cost = price(worker, prompt_tokens, completion_tokens)
         self.stats["prompt_tokens"] += prompt_tokens
         self.stats["completion_tokens"] += completion_tokens
         self.stats["cost_usd"] += cost

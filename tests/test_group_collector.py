@@ -3,7 +3,6 @@ the test chooses, writing real records to a real replay store. With ``in_request
 every step trains on the same groups whatever order they finished in; without it a step takes the groups
 that arrived first."""
 
-import collections
 import random
 
 import pytest
@@ -87,31 +86,13 @@ class OrderedFeed:
         return given_up
 
 
-class LaggingStore(ReplayStore):
-    """Lists a file only from its ``lag``-th listing on, as an object store whose LIST lags its PUT would: a
-    stand-in for a fault neither local disk nor SeaweedFS shows (both list a file once it is written)."""
-
-    def __init__(self, root: str, lag: int):
-        super().__init__(root)
-        self.lag, self.listings = lag, collections.Counter()
-
-    def files(self):
-        shown = []
-        for entry in super().files():
-            self.listings[entry] += 1
-            if self.listings[entry] > self.lag:
-                shown.append(entry)
-        return shown
-
-
 def run(tmp_path, pick, *, in_request_order: bool, steps: int = 4, k: int = 1, unwritten=(), fail=(), orphaned=(),
-        horizon: bool = False, between_steps=lambda feed: None, lag: int = 0):
+        horizon: bool = False, between_steps=lambda feed: None, make_store=ReplayStore):
     """The question ids each step trains on, and the collector's counts. In request order, every admitted group
     is trained, still requested, or discarded (skipped, given up), and each step waited for the requests in
     flight to sample (the stand-in feed says they had not: counted). ``horizon``: the manager knows the steps;
     ``between_steps`` runs after each step's publish (a validation's polls)."""
-    root = str(tmp_path / f"store-{random.random()}")
-    store = LaggingStore(root, lag) if lag else ReplayStore(root)
+    store = make_store(str(tmp_path / f"store-{random.random()}"))
     staleness = StalenessManager(groups_per_step=3, max_staleness=k, steps=steps if horizon else None)
     feed = OrderedFeed(store, staleness, pick, unwritten, fail, orphaned)
     counts: dict[str, int] = {}
@@ -154,16 +135,6 @@ def test_in_request_order_every_step_trains_on_the_same_groups_whatever_finished
     assert run(tmp_path, newest, in_request_order=True, k=k)[0] == in_order
     assert run(tmp_path, lambda n: rng.randrange(n), in_request_order=True, k=k)[0] == in_order
     assert run(tmp_path, oldest, in_request_order=False, k=k)[0] == in_order  # finishing in order: the same
-
-
-@pytest.mark.parametrize("k", [0, 2])
-def test_in_request_order_a_group_the_store_lists_late_is_waited_for_not_skipped(tmp_path, k):
-    """A request came back having stored its groups, but the store's listing does not show them yet: the step
-    waits for them, and trains on what it trains on when the listing keeps up, whatever finished first."""
-    rng = random.Random(k)
-    in_order, _ = run(tmp_path, oldest, in_request_order=True, k=k)
-    for pick in (oldest, newest, lambda n: rng.randrange(n)):
-        assert run(tmp_path, pick, in_request_order=True, k=k, lag=3)[0] == in_order
 
 
 def test_without_it_an_async_step_takes_the_groups_that_came_back_first(tmp_path):

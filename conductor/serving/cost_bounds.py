@@ -25,6 +25,7 @@ from typing import Optional
 
 from conductor.config import WorkerSpec
 from conductor.executor import Turn
+from conductor.provider_client import price
 from conductor.roster import Roster
 from conductor.workflow import ALL, Workflow
 
@@ -45,10 +46,6 @@ def step_max_tokens(worker: WorkerSpec, answer_max_tokens: Optional[int], final:
     """The reply limit a step is called with: the worker's, and for the last step the request's too."""
     limit = worker.sampling.max_tokens
     return min(limit, answer_max_tokens) if final and answer_max_tokens else limit
-
-
-def price(worker: WorkerSpec, prompt_tokens: int, completion_tokens: int) -> float:
-    return (prompt_tokens * (worker.price_in_per_m or 0.0) + completion_tokens * (worker.price_out_per_m or 0.0)) / 1e6
 
 
 def workflow_bounds(workflow: Workflow, roster: Roster, question: str, *, answer_max_tokens: Optional[int] = None,
